@@ -1,0 +1,184 @@
+"""Build a 1-logit BERT cross-encoder ONNX graph from safetensors weights, without torch.
+
+The graph is the one `BertForSequenceClassification` computes at inference:
+embeddings -> N encoder layers (post-LN, exact-erf GELU) -> tanh pooler on [CLS] -> linear head.
+ONNX Runtime's optimizer fuses attention, GELU and LayerNorm on load, so the plain ops
+here still run on ORT's fast kernels.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+STAND_IN_HEAD_SEED = 20240917
+
+
+@dataclass(frozen=True)
+class BertShape:
+    """The few config.json fields the graph depends on."""
+
+    num_layers: int
+    hidden_size: int
+    num_heads: int
+    intermediate_size: int
+    layer_norm_eps: float
+    vocab_size: int
+    max_position_embeddings: int
+    type_vocab_size: int
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> BertShape:
+        try:
+            shape = cls(
+                num_layers=int(config["num_hidden_layers"]),
+                hidden_size=int(config["hidden_size"]),
+                num_heads=int(config["num_attention_heads"]),
+                intermediate_size=int(config["intermediate_size"]),
+                layer_norm_eps=float(config.get("layer_norm_eps", 1e-12)),
+                vocab_size=int(config["vocab_size"]),
+                max_position_embeddings=int(config.get("max_position_embeddings", 512)),
+                type_vocab_size=int(config.get("type_vocab_size", 2)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"config.json lacks a BERT field: {exc}") from exc
+        if shape.hidden_size % shape.num_heads:
+            raise ValueError("config.json: hidden_size is not a multiple of num_attention_heads")
+        if config.get("hidden_act", "gelu") not in ("gelu", "gelu_python"):
+            raise ValueError(f"config.json: unsupported hidden_act {config.get('hidden_act')!r}")
+        return shape
+
+
+def classifier_head(weights: dict[str, np.ndarray], hidden: int) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The checkpoint's `classifier.*` head (1 or 2 logits), or a seeded 1-logit stand-in (third item False)."""
+    if "classifier.weight" in weights:
+        weight = weights["classifier.weight"].astype(np.float32)
+        bias = weights.get("classifier.bias", np.zeros(weight.shape[0], np.float32)).astype(np.float32)
+        if weight.ndim != 2 or weight.shape[0] not in (1, 2) or weight.shape[1] != hidden:
+            raise ValueError(f"classifier.weight has shape {weight.shape}; a cross-encoder head is (1 or 2, {hidden})")
+        return weight, bias, True
+    warnings.warn(
+        "checkpoint has no classifier.* weights: using a seeded stand-in head. "
+        "Latency is representative; rankings are not meaningful.",
+        stacklevel=2,
+    )
+    rng = np.random.default_rng(STAND_IN_HEAD_SEED)
+    weight = rng.normal(0.0, 0.5, size=(1, hidden)).astype(np.float32)
+    return weight, np.zeros(1, np.float32), False
+
+
+class _GraphBuilder:
+    def __init__(self) -> None:
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[TensorProto] = []
+        self._n = 0
+
+    def name(self, hint: str) -> str:
+        self._n += 1
+        return f"{hint}_{self._n}"
+
+    def const(self, hint: str, value: np.ndarray) -> str:
+        name = self.name(hint)
+        self.initializers.append(numpy_helper.from_array(value, name))
+        return name
+
+    def op(self, op_type: str, inputs: list[str], hint: str | None = None, **attrs: Any) -> str:
+        out = self.name(hint or op_type.lower())
+        self.nodes.append(helper.make_node(op_type, inputs, [out], name=out, **attrs))
+        return out
+
+    def linear(self, x: str, weight: np.ndarray, bias: np.ndarray, hint: str) -> str:
+        w = self.const(f"{hint}.weight_t", np.ascontiguousarray(weight.T.astype(np.float32)))
+        b = self.const(f"{hint}.bias", bias.astype(np.float32))
+        return self.op("Add", [self.op("MatMul", [x, w], hint), b], hint)
+
+    def layer_norm(self, x: str, weights: dict[str, np.ndarray], prefix: str, eps: float) -> str:
+        scale = self.const(f"{prefix}.weight", weights[f"{prefix}.weight"].astype(np.float32))
+        bias = self.const(f"{prefix}.bias", weights[f"{prefix}.bias"].astype(np.float32))
+        return self.op("LayerNormalization", [x, scale, bias], prefix, axis=-1, epsilon=eps)
+
+
+def build_bert_cross_encoder(
+    weights: dict[str, np.ndarray], config: dict[str, Any]
+) -> tuple[onnx.ModelProto, bool]:
+    """Return (model, has_trained_head). Keys may carry a `bert.` prefix or not."""
+    shape = BertShape.from_config(config)
+    w = {k.removeprefix("bert."): v for k, v in weights.items()}
+    head_w, head_b, trained = classifier_head(w, shape.hidden_size)
+    head_dim = shape.hidden_size // shape.num_heads
+    g = _GraphBuilder()
+
+    ids, mask, types = "input_ids", "attention_mask", "token_type_ids"
+    word = g.const("word_embeddings", w["embeddings.word_embeddings.weight"].astype(np.float32))
+    pos = g.const("position_embeddings", w["embeddings.position_embeddings.weight"].astype(np.float32))
+    tok = g.const("token_type_embeddings", w["embeddings.token_type_embeddings.weight"].astype(np.float32))
+
+    seq_len = g.op("Slice", [g.op("Shape", [ids]), g.const("one", np.array([1], np.int64)),
+                             g.const("two", np.array([2], np.int64))])
+    pos_rows = g.op("Slice", [pos, g.const("zero", np.array([0], np.int64)), seq_len,
+                              g.const("axis0", np.array([0], np.int64))])
+    emb = g.op("Add", [g.op("Gather", [word, ids], axis=0), g.op("Gather", [tok, types], axis=0)])
+    hidden = g.layer_norm(g.op("Add", [emb, pos_rows]), w, "embeddings.LayerNorm", shape.layer_norm_eps)
+
+    # (1 - mask) * large negative, broadcast as [B, 1, 1, S].
+    mask_f = g.op("Cast", [mask], to=TensorProto.FLOAT)
+    inverted = g.op("Sub", [g.const("one_f", np.array(1.0, np.float32)), mask_f])
+    bias = g.op("Mul", [inverted, g.const("neg", np.array(np.finfo(np.float32).min, np.float32))])
+    bias = g.op("Unsqueeze", [bias, g.const("axes12", np.array([1, 2], np.int64))])
+
+    split_heads = g.const("split_heads", np.array([0, 0, shape.num_heads, head_dim], np.int64))
+    merge_heads = g.const("merge_heads", np.array([0, 0, shape.hidden_size], np.int64))
+    scale = g.const("scale", np.array(1.0 / math.sqrt(head_dim), np.float32))
+    sqrt2 = g.const("sqrt2", np.array(math.sqrt(2.0), np.float32))
+    half = g.const("half", np.array(0.5, np.float32))
+    one = g.const("one_g", np.array(1.0, np.float32))
+
+    for i in range(shape.num_layers):
+        p = f"encoder.layer.{i}"
+
+        heads = {}
+        for name, perm in (("query", [0, 2, 1, 3]), ("key", [0, 2, 3, 1]), ("value", [0, 2, 1, 3])):
+            projected = g.linear(hidden, w[f"{p}.attention.self.{name}.weight"],
+                                 w[f"{p}.attention.self.{name}.bias"], f"{p}.{name}")
+            heads[name] = g.op("Transpose", [g.op("Reshape", [projected, split_heads])], perm=perm)
+        q, k, v = heads["query"], heads["key"], heads["value"]
+        scores = g.op("Add", [g.op("Mul", [g.op("MatMul", [q, k]), scale]), bias])
+        probs = g.op("Softmax", [scores], axis=-1)
+        ctx = g.op("Transpose", [g.op("MatMul", [probs, v])], perm=[0, 2, 1, 3])
+        ctx = g.op("Reshape", [ctx, merge_heads])
+        attn = g.linear(ctx, w[f"{p}.attention.output.dense.weight"], w[f"{p}.attention.output.dense.bias"],
+                        f"{p}.attention.output")
+        hidden = g.layer_norm(g.op("Add", [attn, hidden]), w, f"{p}.attention.output.LayerNorm",
+                              shape.layer_norm_eps)
+        inter = g.linear(hidden, w[f"{p}.intermediate.dense.weight"], w[f"{p}.intermediate.dense.bias"],
+                         f"{p}.intermediate")
+        erf = g.op("Erf", [g.op("Div", [inter, sqrt2])])
+        gelu = g.op("Mul", [g.op("Mul", [inter, half]), g.op("Add", [erf, one])])
+        out = g.linear(gelu, w[f"{p}.output.dense.weight"], w[f"{p}.output.dense.bias"], f"{p}.output")
+        hidden = g.layer_norm(g.op("Add", [out, hidden]), w, f"{p}.output.LayerNorm", shape.layer_norm_eps)
+
+    cls = g.op("Gather", [hidden, g.const("cls_index", np.array(0, np.int64))], axis=1)
+    pooled = g.op("Tanh", [g.linear(cls, w["pooler.dense.weight"], w["pooler.dense.bias"], "pooler")])
+    logits = g.linear(pooled, head_w, head_b, "classifier")
+    g.nodes.append(helper.make_node("Identity", [logits], ["logits"], name="logits"))
+
+    dyn = ["batch", "sequence"]
+    graph = helper.make_graph(
+        g.nodes,
+        "bert_cross_encoder",
+        [helper.make_tensor_value_info(n, TensorProto.INT64, dyn) for n in (ids, mask, types)],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", int(head_w.shape[0])])],
+        g.initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="autotune")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model, trained

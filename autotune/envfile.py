@@ -1,0 +1,105 @@
+"""Merge autotune's keys into a user's `.env` as one marked block.
+
+Every byte outside the block is kept as it was; a rerun replaces the block; a key the
+user already set outside the block is left to the user (and reported, without its value).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autotune.errors import OutputError
+from autotune.fileio import write_atomic
+
+BEGIN = "# >>> autotune managed block: `autotune run` rewrites it; edit outside it >>>"
+END = "# <<< autotune managed block <<<"
+_LINE = re.compile(r"(?<=\n)")
+_KEY = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.]*)\s*=")
+_SAFE_VALUE = re.compile(r"^[A-Za-z0-9_./:@+,-]+$")
+
+
+@dataclass
+class MergeResult:
+    text: str
+    written_keys: list[str]
+    user_keys_kept: list[str] = field(default_factory=list)
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines with their terminators, split on "\\n" only (never on other Unicode breaks)."""
+    return [line for line in _LINE.split(text) if line]
+
+
+def parse_env(text: str) -> dict[str, str]:
+    """KEY -> raw value (last one wins), understanding `export `, quotes and CRLF."""
+    values: dict[str, str] = {}
+    for line in split_lines(text):
+        match = _KEY.match(line)
+        if not match or line.lstrip().startswith("#"):
+            continue
+        value = line[match.end():].strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        values[match.group(1)] = value
+    return values
+
+
+def format_value(value: str) -> str:
+    if not value:
+        raise ValueError("autotune never writes an empty value: Hindsight's int() would crash on it")
+    return value if _SAFE_VALUE.match(value) else '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _block_span(lines: list[str]) -> tuple[int, int] | None:
+    starts = [i for i, line in enumerate(lines) if line.strip() == BEGIN]
+    ends = [i for i, line in enumerate(lines) if line.strip() == END]
+    if not starts and not ends:
+        return None
+    if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
+        raise OutputError("the .env has a damaged autotune block (markers missing or repeated); "
+                          "remove the autotune lines and rerun")
+    return starts[0], ends[0]
+
+
+def merge_env(existing: str, keys: Mapping[str, str]) -> MergeResult:
+    lines = split_lines(existing)
+    newline = "\r\n" if sum(ln.endswith("\r\n") for ln in lines) * 2 > len(lines) > 0 else "\n"
+    span = _block_span(lines)
+    outside = lines if span is None else lines[:span[0]] + lines[span[1] + 1:]
+    user_keys = {m.group(1) for ln in outside if (m := _KEY.match(ln)) and not ln.lstrip().startswith("#")}
+    kept = [k for k in keys if k in user_keys]
+    written = [k for k in keys if k not in user_keys]
+    block = [BEGIN + newline] + [f"{k}={format_value(keys[k])}{newline}" for k in written] + [END + newline]
+    if span is None:
+        head = lines[:]
+        if head and not head[-1].endswith("\n"):
+            head[-1] += newline
+        merged = head + block
+    else:
+        merged = lines[:span[0]] + block + lines[span[1] + 1:]
+    return MergeResult("".join(merged), written, kept)
+
+
+def read_text_exact(path: Path) -> str:
+    """Decode so that re-encoding gives back the very same bytes, whatever they were."""
+    try:
+        return path.read_bytes().decode("utf-8", "surrogateescape") if path.exists() else ""
+    except OSError as exc:
+        raise OutputError(f"cannot read {path}: {exc.strerror}") from exc
+
+
+def write_env(path: Path, keys: Mapping[str, str]) -> MergeResult:
+    result = merge_env(read_text_exact(path), keys)
+    write_atomic(path, result.text.encode("utf-8", "surrogateescape"))
+    return result
+
+
+def managed_values(path: Path) -> dict[str, str]:
+    """The keys inside autotune's block (for `autotune check` and `serve --env-file`)."""
+    text = read_text_exact(path)
+    lines = split_lines(text)
+    span = _block_span(lines)
+    return {} if span is None else parse_env("".join(lines[span[0] + 1:span[1]]))

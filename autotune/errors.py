@@ -1,0 +1,66 @@
+"""Every exit status autotune can return, and the errors that map onto them.
+
+One table, in one place, so the README, the CLI and the tests agree.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitStatus(IntEnum):
+    """Process exit statuses. Documented in README.md under "Exit statuses"."""
+
+    OK = 0
+    INTERNAL = 1
+    BAD_WORKLOAD = 2
+    BAD_MODEL = 3
+    BAD_OPTIONS = 4
+    IO_ERROR = 5
+    DRIFT = 6
+    LOCKED = 7
+    MISSING_DEPENDENCY = 8
+    UPSTREAM = 9
+    INTERRUPTED = 130
+
+
+class AutotuneError(Exception):
+    """An expected failure: printed as one line, mapped to an exit status."""
+
+    status: ExitStatus = ExitStatus.INTERNAL
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class WorkloadError(AutotuneError):
+    status = ExitStatus.BAD_WORKLOAD
+
+
+class ModelError(AutotuneError):
+    status = ExitStatus.BAD_MODEL
+
+
+class OptionsError(AutotuneError):
+    status = ExitStatus.BAD_OPTIONS
+
+
+class OutputError(AutotuneError):
+    status = ExitStatus.IO_ERROR
+
+
+class DriftError(AutotuneError):
+    status = ExitStatus.DRIFT
+
+
+class LockedError(AutotuneError):
+    status = ExitStatus.LOCKED
+
+
+class MissingDependencyError(AutotuneError):
+    status = ExitStatus.MISSING_DEPENDENCY
+
+
+class UpstreamError(AutotuneError):
+    status = ExitStatus.UPSTREAM

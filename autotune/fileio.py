@@ -1,0 +1,65 @@
+"""Atomic file writes and content hashes.
+
+A user's `.env` and profile are either the old bytes or the new bytes, never a mix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+from autotune.errors import OutputError
+
+
+def write_atomic(path: Path, data: bytes | str) -> None:
+    """Write via a temp file in the same directory, then rename over the target."""
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    path = Path(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def check_writable(path: Path) -> None:
+    """Fail before minutes of measuring, not after, when an output cannot be written."""
+    path = Path(path)
+    directory = path if path.is_dir() else path.parent
+    while not directory.exists() and directory != directory.parent:
+        directory = directory.parent
+    if not directory.is_dir():
+        raise OutputError(f"cannot write {path}: {directory} is not a directory")
+    if path.exists() and not path.is_dir() and not os.access(path, os.W_OK):
+        raise OutputError(f"cannot write {path}: permission denied")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write {path}: directory {directory} is not writable")
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -1,0 +1,103 @@
+"""Load and validate a recorded workload (queries.jsonl), all of it, before measuring.
+
+Only hashes of the text ever leave this module in profiles and logs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from autotune.errors import WorkloadError
+from autotune.fileio import sha256_bytes
+
+
+@dataclass(frozen=True)
+class Query:
+    query: str
+    documents: list[str]
+    budget: str | None = None
+    id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Workload:
+    queries: list[Query]
+    sha256: str
+
+    @property
+    def max_candidates(self) -> int:
+        return max(len(q.documents) for q in self.queries)
+
+    def summary(self) -> dict[str, Any]:
+        counts = [len(q.documents) for q in self.queries]
+        return {"sha256": self.sha256, "queries": len(self.queries), "documents": sum(counts),
+                "candidates_min": min(counts), "candidates_max": max(counts)}
+
+
+def parse_line(line: str, lineno: int) -> Query:
+    """One JSONL line -> Query, or a WorkloadError naming the line and the problem."""
+    def fail(problem: str) -> WorkloadError:
+        return WorkloadError(f"line {lineno}: {problem}")
+
+    if "\x00" in line:
+        raise fail("contains a NUL byte")
+    try:
+        obj = json.loads(line)
+    except ValueError as exc:
+        raise fail(f"malformed JSON ({exc.msg} at column {exc.colno})") from exc
+    if not isinstance(obj, dict):
+        raise fail("expected a JSON object")
+    query = obj.get("query")
+    if not isinstance(query, str):
+        raise fail("missing \"query\" (a string)")
+    if not query.strip():
+        raise fail("\"query\" is empty")
+    documents = obj.get("documents")
+    if not isinstance(documents, list):
+        raise fail("missing \"documents\" (a list)")
+    if not documents:
+        raise fail("\"documents\" is empty")
+    texts: list[str] = []
+    for i, doc in enumerate(documents):
+        if isinstance(doc, dict):
+            doc = doc.get("text")
+        if not isinstance(doc, str):
+            raise fail(f"document {i} is not a string or an object with a string \"text\"")
+        texts.append(doc)
+    budget = obj.get("budget")
+    if budget is not None and not isinstance(budget, str):
+        raise fail("\"budget\" must be a string")
+    qid = obj.get("id")
+    if qid is not None and not isinstance(qid, (str, int)):
+        raise fail("\"id\" must be a string")
+    extra = {k: v for k, v in obj.items() if k not in ("query", "documents", "budget", "id")}
+    return Query(query, texts, budget, None if qid is None else str(qid), extra)
+
+
+def parse_workload(data: bytes, source: str = "workload") -> Workload:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise WorkloadError(f"{source}: not UTF-8 (byte {exc.start})") from exc
+    queries = []
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        line = line.removesuffix("\r")
+        if line.strip():
+            queries.append(parse_line(line, lineno))
+    if not queries:
+        raise WorkloadError(f"{source}: no queries (the file is empty)")
+    return Workload(queries, sha256_bytes(data))
+
+
+def load_workload(path: Path) -> Workload:
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError as exc:
+        raise WorkloadError(f"workload {path} does not exist") from exc
+    except OSError as exc:
+        raise WorkloadError(f"cannot read workload {path}: {exc.strerror}") from exc
+    return parse_workload(data, str(path))
