@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from autotune.errors import OutputError
@@ -51,6 +55,20 @@ def check_writable(path: Path) -> None:
         raise OutputError(f"cannot write {path}: permission denied")
     if not os.access(directory, os.W_OK | os.X_OK):
         raise OutputError(f"cannot write {path}: directory {directory} is not writable")
+
+
+@contextmanager
+def deferred_interrupts() -> Iterator[None]:
+    """Hold Ctrl-C/SIGTERM while a set of outputs is written, so they land together or not at all."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def sha256_bytes(data: bytes) -> str:

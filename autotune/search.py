@@ -28,7 +28,7 @@ from autotune.sessions import EnginePool
 from autotune.stats import Latency, noise_warnings, per_query_medians, percentile, relative_spread
 from autotune.workload import Workload
 
-optuna.logging.set_verbosity(optuna.logging.WARNING)
+optuna.logging.set_verbosity(optuna.logging.ERROR)  # our own messages say what matters
 
 
 @dataclass(frozen=True)

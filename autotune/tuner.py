@@ -10,8 +10,9 @@ from typing import Any
 
 import optuna
 
+from autotune.engine import REFERENCE
 from autotune.envfile import MergeResult, write_env
-from autotune.fileio import check_writable
+from autotune.fileio import check_writable, deferred_interrupts
 from autotune.host import HostInfo, HostProbe, default_probe, run_conditions
 from autotune.model import ModelBundle, resolve_model
 from autotune.parity import compare, reference_scores
@@ -105,8 +106,9 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
                                  max_threads=opts.max_threads)
     bundle = resolve_model(opts.model)
     settings = opts.settings
+    pool = EnginePool(bundle, has_vnni=host.has_vnni)
+    pool.engine(REFERENCE)  # a broken model fails here, before any progress is printed
     with host_lock(state_dir()):
-        pool = EnginePool(bundle, has_vnni=host.has_vnni)
         stage("computing the fp32 reference (batch size 1, no sort)")
         reference = reference_scores(pool, workload, host.onnxruntime)
         study_name = f"autotune-{host.fingerprint}-{bundle.sha256[:12]}-{workload.sha256[:12]}-{space.digest()}"
@@ -180,11 +182,12 @@ def _write_outputs(opts: RunOptions, result: SearchResult, host: HostInfo, bundl
         "noise": {"warnings": result.warnings, "trustworthy": not result.warnings, **conditions},
         "versions": versions(),
     }
-    profile_path = write_profile(opts.profile_dir, name, profile)
     keys = env_keys(winner.config, model=model_ref, tei_url=opts.tei_url,
                     tei_batch_size=max(HINDSIGHT_MAX_CANDIDATES, workload.max_candidates))
-    merge = write_env(opts.env_file, keys)
     compose_path = None
-    if opts.compose_file is not None:
-        compose_path = write_compose(opts.compose_file, profile_dir=opts.profile_dir, env_file=opts.env_file)
+    with deferred_interrupts():
+        profile_path = write_profile(opts.profile_dir, name, profile)
+        merge = write_env(opts.env_file, keys)
+        if opts.compose_file is not None:
+            compose_path = write_compose(opts.compose_file, profile_dir=opts.profile_dir, env_file=opts.env_file)
     return RunOutcome(result, host, bundle, workload, profile_path, profile, merge, compose_path)

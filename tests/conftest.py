@@ -90,7 +90,8 @@ DOCS = [
 
 def write_workload(path: Path, n_queries: int = 4, docs: list[str] | None = None) -> Path:
     docs = docs or DOCS
-    queries = ["What is the capital of France?", "Who is allergic to peanuts?", "Tell me about rivers", "日本の首都は？"]
+    queries = ["What is the capital of France?", "Who is allergic to peanuts?", "Tell me about rivers",
+               "日本の首都は？"]
     lines = [json.dumps({"id": f"q{i}", "query": queries[i % len(queries)], "budget": "mid",
                          "documents": docs[i % 3:] + docs[: i % 3]}, ensure_ascii=False) for i in range(n_queries)]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -192,7 +192,7 @@ async def hindsight_tei_predict(url: str, pairs: list[tuple[str, str]], batch_si
                 infos.append([idx for idx, _ in chunk])
                 tasks.append(post(q, [t for _, t in chunk]))
         scores = [0.0] * len(pairs)
-        for indices, result in zip(infos, await asyncio.gather(*tasks)):
+        for indices, result in zip(infos, await asyncio.gather(*tasks), strict=True):
             for local, score in result:
                 scores[indices[local]] = score
         return scores

@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from autotune.check import check_profile
+from autotune.cli import main
+from autotune.engine import EngineConfig
+from autotune.envfile import write_env
+from autotune.errors import ExitStatus
+from autotune.host import Cores, FileProbe, HostInfo, HostProbe, cgroup_cpu_limit
+from autotune.profile import SCHEMA, env_keys, write_profile
+
+VNNI_HOST = HostInfo(brand="Intel Xeon", isa={"avx2": True, "avx512f": True, "avx512_vnni": True,
+                                              "avx_vnni": False, "amx_int8": False},
+                     cores=Cores(8, 16, 8), l2_cache_bytes=None, l3_cache_bytes=None, memory_bytes=1,
+                     clock_hz=None, onnxruntime="1.32.0")
+AVX2_HOST = replace(VNNI_HOST, brand="AMD Ryzen", isa={**VNNI_HOST.isa, "avx512f": False, "avx512_vnni": False},
+                    cores=Cores(2, 2, 2))
+INT8 = EngineConfig(batch_size=4, intra_op_threads=4, length_sort=True, precision="int8")
+
+
+def _profile(host: HostInfo, config: EngineConfig = INT8, model_dir=None) -> dict:
+    from autotune.model import load_model_dir
+
+    sha = load_model_dir(model_dir).sha256 if model_dir else None
+    return {"schema": SCHEMA, "host": host.to_dict(), "config": config.to_dict(),
+            "model": {"ref": str(model_dir), "sha256": sha}}
+
+
+def test_same_host_has_no_drift(tiny_model_dir):
+    assert check_profile(_profile(VNNI_HOST, model_dir=tiny_model_dir), VNNI_HOST) == []
+
+
+def test_profile_moved_to_unlike_host(tiny_model_dir):
+    drifts = check_profile(_profile(VNNI_HOST, model_dir=tiny_model_dir), AVX2_HOST)
+    text = "\n".join(drifts)
+    assert "profile chose int8 on a host with avx512_vnni; this host has none: rerun autotune run" in text
+    assert "usable cores" in text and "intra-op threads" in text
+
+
+def test_onnxruntime_and_model_drift(tiny_model_dir):
+    profile = _profile(VNNI_HOST, model_dir=tiny_model_dir)
+    profile["model"]["sha256"] = "0" * 64
+    drifts = check_profile(profile, replace(VNNI_HOST, onnxruntime="1.20.0"))
+    assert any("onnxruntime 1.32.0" in d for d in drifts)
+    assert any("model sha256" in d for d in drifts)
+
+
+def test_env_block_drift(tmp_path, tiny_model_dir):
+    profile = _profile(VNNI_HOST, model_dir=tiny_model_dir)
+    env = tmp_path / ".env"
+    write_env(env, env_keys(INT8, model=str(tiny_model_dir), tei_url="http://reranker:8080", tei_batch_size=300))
+    assert check_profile(profile, VNNI_HOST, env_file=env) == []
+    write_env(env, env_keys(replace(INT8, batch_size=8), model=str(tiny_model_dir), tei_url="u", tei_batch_size=1))
+    assert any("AUTOTUNE_BATCH_SIZE" in d for d in check_profile(profile, VNNI_HOST, env_file=env))
+
+
+def test_cli_check_exit_statuses_through_probe_file_seam(tmp_path, tiny_model_dir, monkeypatch, capsys):
+    path = write_profile(tmp_path, "p", _profile(VNNI_HOST, model_dir=tiny_model_dir))
+    probe_file = tmp_path / "host.json"
+    probe_file.write_text(json.dumps(VNNI_HOST.to_dict()))
+    monkeypatch.setenv("AUTOTUNE_PROBE_FILE", str(probe_file))
+    assert main(["check", "--profile", str(path)]) == ExitStatus.OK
+    probe_file.write_text(json.dumps(AVX2_HOST.to_dict()))
+    assert main(["check", "--profile", str(path)]) == ExitStatus.DRIFT
+    assert "avx512_vnni" in capsys.readouterr().out
+
+
+def test_fingerprint_is_stable_and_sensitive():
+    assert VNNI_HOST.fingerprint == HostInfo.from_dict(json.loads(json.dumps(VNNI_HOST.to_dict()))).fingerprint
+    assert VNNI_HOST.fingerprint != AVX2_HOST.fingerprint
+    assert FileProbe  # the seam the CLI honours through AUTOTUNE_PROBE_FILE
+
+
+@pytest.mark.parametrize(("files", "expected"), [
+    ({"/sys/fs/cgroup/cpu.max": "400000 100000"}, 4.0),
+    ({"/sys/fs/cgroup/cpu.max": "150000 100000"}, 1.5),
+    ({"/sys/fs/cgroup/cpu.max": "max 100000"}, None),
+    ({"/sys/fs/cgroup/cpu/cpu.cfs_quota_us": "200000", "/sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000"}, 2.0),
+    ({"/sys/fs/cgroup/cpu/cpu.cfs_quota_us": "-1", "/sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000"}, None),
+    ({}, None),
+])
+def test_cgroup_quota(files, expected):
+    assert cgroup_cpu_limit(files.get) == expected
+
+
+def test_usable_cores_is_affinity_capped_by_quota():
+    class Container(HostProbe):
+        def affinity(self) -> int:
+            return 16
+
+        def read_text(self, path: str) -> str | None:
+            return "400000 100000" if path == "/sys/fs/cgroup/cpu.max" else None
+
+    host = Container().probe()
+    assert host.cores.usable == 4
+    assert set(host.isa) == {"avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8"}

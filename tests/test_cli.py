@@ -1,0 +1,172 @@
+"""The CLI in process: exit statuses, one-line errors, files written only on success."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from onnx import TensorProto, helper
+
+from autotune.bert_onnx import build_bert_cross_encoder
+from autotune.cli import main
+from autotune.envfile import BEGIN
+from autotune.errors import ExitStatus
+from tests.conftest import TINY_CONFIG, tiny_weights, write_model_dir, write_workload
+
+FAST = ["--trials", "5", "--repeats", "1", "--final-rounds", "2"]
+
+
+def run_cli(args: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    status = main(args, stdout=out, stderr=err)
+    return status, out.getvalue(), err.getvalue()
+
+
+def outputs(tmp_path: Path) -> list[str]:
+    return ["--env-file", str(tmp_path / "out" / ".env"), "--profile-dir", str(tmp_path / "out" / "profiles"),
+            "--compose-file", str(tmp_path / "out" / "compose.autotune.yaml")]
+
+
+def test_run_writes_env_profile_and_compose(tmp_path, tiny_model_dir, workload_file):
+    (tmp_path / "out").mkdir()
+    env = tmp_path / "out" / ".env"
+    env.write_text("# mine\nHINDSIGHT_API_LLM_API_KEY=sk-very-secret\nAUTOTUNE_PRECISION=fp32\n")
+    status, out, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
+                                *outputs(tmp_path), *FAST])
+    assert status == ExitStatus.OK, err
+    assert "Finalists" in out and "baseline" in out and "sk-very-secret" not in out + err
+    assert "AUTOTUNE_PRECISION is already set outside the autotune block" in out
+    text = env.read_text()
+    assert text.startswith("# mine\nHINDSIGHT_API_LLM_API_KEY=sk-very-secret\nAUTOTUNE_PRECISION=fp32\n" + BEGIN)
+    assert "HINDSIGHT_API_RERANKER_PROVIDER=tei" in text
+    profile_path = next((tmp_path / "out" / "profiles").glob("*.yaml"))
+    profile = yaml.safe_load(profile_path.read_text())
+    assert profile["schema"] == 1 and profile["parity"]["passed"]
+    assert profile["metrics"]["p95_ms"] <= profile["metrics"]["baseline_p95_ms"]
+    assert profile["metrics"]["speedup_p95"] >= 1.0
+    assert set(profile["config"]) == {"batch_size", "intra_op_threads", "length_sort", "precision"}
+    assert profile["search"]["trials"] >= 5 and profile["search"]["history"][0]["batch_size"] == 9
+    raw = profile_path.read_text()
+    assert "capital of France" not in raw and "Paris" not in raw  # hashes only
+    assert (tmp_path / "out" / "compose.autotune.yaml").exists()
+
+
+def test_rerun_resumes_the_study(tmp_path, tiny_model_dir, workload_file):
+    args = ["run", "--workload", str(workload_file), "--model", str(tiny_model_dir), *outputs(tmp_path), *FAST]
+    assert run_cli(args)[0] == ExitStatus.OK
+    status, out, _ = run_cli(args)
+    assert status == ExitStatus.OK and "(5 resumed" in out
+    status, out, _ = run_cli([*args, "--fresh"])
+    assert status == ExitStatus.OK and "(0 resumed" in out
+
+
+def test_parity_failures_are_never_chosen(tmp_path, tiny_model_dir, workload_file):
+    """An int8 tolerance nothing can meet: every int8 trial is rejected, with its reason."""
+    status, out, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
+                                *outputs(tmp_path), "--trials", "8", "--repeats", "1", "--final-rounds", "1",
+                                "--precisions", "int8,fp32", "--int8-max-abs", "0", "--int8-min-spearman", "1",
+                                "--seed", "3"])
+    assert status == ExitStatus.OK, err
+    profile = yaml.safe_load(next((tmp_path / "out" / "profiles").glob("*.yaml")).read_text())
+    assert profile["config"]["precision"] == "fp32"
+    rejected = profile["search"]["rejected"]
+    assert rejected and all(r["precision"] == "int8" and "max |Δscore|" in r["reason"] for r in rejected)
+    assert "Rejected by the parity gate" in out
+
+
+def test_probe_json():
+    status, out, _ = run_cli(["probe", "--json"])
+    data = json.loads(out)
+    assert status == 0 and set(data["cores"]) == {"physical", "logical", "usable"}
+    assert len(data["fingerprint"]) == 12
+
+
+def _bad_io_model(tmp_path: Path) -> Path:
+    x = helper.make_tensor_value_info("pixel_values", TensorProto.FLOAT, [1, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])
+    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["pixel_values"], ["y"])], "g", [x], [y]))
+    return write_model_dir(tmp_path / "vision", model, TINY_CONFIG)
+
+
+def _case(tmp_path: Path, tiny: Path, case: str) -> tuple[list[str], ExitStatus]:
+    wl = str(write_workload(tmp_path / "wl.jsonl"))
+    model = ["--model", str(tiny)]
+    if case == "malformed":
+        (tmp_path / "bad.jsonl").write_text('{"query": "q", "documents": ["a"]}\n{oops\n')
+        return ["--workload", str(tmp_path / "bad.jsonl"), *model], ExitStatus.BAD_WORKLOAD
+    if case == "no-workload":
+        return ["--workload", str(tmp_path / "none.jsonl"), *model], ExitStatus.BAD_WORKLOAD
+    if case == "model-missing":
+        return ["--workload", wl, "--model", str(tmp_path / "nope")], ExitStatus.BAD_MODEL
+    if case == "tokenizer-missing":
+        d = tmp_path / "notok"
+        d.mkdir()
+        (d / "model.onnx").write_bytes((tiny / "model.onnx").read_bytes())
+        return ["--workload", wl, "--model", str(d)], ExitStatus.BAD_MODEL
+    if case == "corrupt-onnx":
+        d = write_model_dir(tmp_path / "corrupt", build_bert_cross_encoder(tiny_weights(TINY_CONFIG),
+                                                                           TINY_CONFIG)[0], TINY_CONFIG)
+        (d / "model.onnx").write_bytes(b"\x08\x07garbage" * 100)
+        return ["--workload", wl, "--model", str(d)], ExitStatus.BAD_MODEL
+    if case == "not-a-cross-encoder":
+        return ["--workload", wl, "--model", str(_bad_io_model(tmp_path))], ExitStatus.BAD_MODEL
+    if case == "vocab-mismatch":
+        cfg = dict(TINY_CONFIG, vocab_size=500)
+        d = write_model_dir(tmp_path / "v", build_bert_cross_encoder(tiny_weights(cfg), cfg)[0], cfg)
+        return ["--workload", wl, "--model", str(d)], ExitStatus.BAD_MODEL
+    if case == "trials-0":
+        return ["--workload", wl, *model, "--trials", "0"], ExitStatus.BAD_OPTIONS
+    if case == "repeats-0":
+        return ["--workload", wl, *model, "--repeats", "0"], ExitStatus.BAD_OPTIONS
+    if case == "empty-batch-list":
+        return ["--workload", wl, *model, "--batch-sizes", ","], ExitStatus.BAD_OPTIONS
+    if case == "bad-precision":
+        return ["--workload", wl, *model, "--precisions", "fp16"], ExitStatus.BAD_OPTIONS
+    if case == "tolerance-out-of-range":
+        return ["--workload", wl, *model, "--fp32-min-topk", "2"], ExitStatus.BAD_OPTIONS
+    if case == "unknown-flag":
+        return ["--workload", wl, "--frobnicate"], ExitStatus.BAD_OPTIONS
+    if case in ("env-unwritable", "profile-dir-unwritable"):
+        blocker = tmp_path / "a-file"
+        blocker.write_text("")
+        flag = "--env-file" if case == "env-unwritable" else "--profile-dir"
+        return ["--workload", wl, *model, flag, str(blocker / "sub")], ExitStatus.IO_ERROR
+    raise AssertionError(case)
+
+
+CASES = ["malformed", "no-workload", "model-missing", "tokenizer-missing", "corrupt-onnx", "not-a-cross-encoder",
+         "vocab-mismatch", "trials-0", "repeats-0", "empty-batch-list", "bad-precision", "tolerance-out-of-range",
+         "unknown-flag", "env-unwritable", "profile-dir-unwritable"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_input_one_line_distinct_status_no_files(tmp_path, tiny_model_dir, case, monkeypatch):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    args, expected = _case(tmp_path, tiny_model_dir, case)
+    status, _out, err = run_cli(["run", *FAST, *args])
+    assert status == expected, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("autotune: error:"), err
+    assert "Traceback" not in err
+    assert list(work.iterdir()) == []  # no .env, no profiles/, no compose file
+
+
+def test_malformed_workload_names_the_line(tmp_path, tiny_model_dir):
+    (tmp_path / "bad.jsonl").write_text('{"query": "q", "documents": ["a"]}\n{"query": "q", "documents": [1]}\n')
+    status, _, err = run_cli(["run", "--workload", str(tmp_path / "bad.jsonl")])
+    assert status == 2 and "line 2: document 0 is not a string" in err
+
+
+def test_debug_shows_traceback(tmp_path):
+    status, _, err = run_cli(["--debug", "run", "--workload", str(tmp_path / "none.jsonl")])
+    assert status == ExitStatus.BAD_WORKLOAD and "Traceback" in err
+
+
+def test_exit_statuses_are_distinct():
+    values = [s.value for s in ExitStatus]
+    assert len(values) == len(set(values))

@@ -1,0 +1,103 @@
+"""Interruption, resumption and the run lock, with real processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+from optuna.storages.journal import JournalFileBackend, JournalStorage
+from optuna.trial import TrialState
+
+from autotune.errors import ExitStatus
+
+USER_ENV = "# keep me\r\nHINDSIGHT_API_LLM_API_KEY=sk-secret\r\n"
+
+
+def _start(tmp_path: Path, model: Path, workload: Path, trials: int) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "autotune", "run", "--workload", str(workload), "--model", str(model),
+           "--env-file", str(tmp_path / ".env"), "--profile-dir", str(tmp_path / "profiles"),
+           "--compose-file", str(tmp_path / "compose.yaml"), "--trials", str(trials), "--repeats", "3",
+           "--final-rounds", "1", "--seed", "1"]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finished_trials() -> list[optuna.trial.FrozenTrial]:
+    path = Path(os.environ["AUTOTUNE_STATE_DIR"]) / "studies.journal"
+    if not path.exists():
+        return []
+    storage = JournalStorage(JournalFileBackend(str(path)))
+    studies = optuna.get_all_study_summaries(storage)
+    if not studies:
+        return []
+    study = optuna.load_study(study_name=studies[0].study_name, storage=storage)
+    return study.get_trials(states=(TrialState.COMPLETE, TrialState.PRUNED))
+
+
+def _wait_for_trials(n: int, proc: subprocess.Popen[str], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        if len(_finished_trials()) >= n:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"fewer than {n} trials finished in {timeout}s")
+
+
+def test_ctrl_c_stops_cleanly_and_leaves_outputs_untouched(tmp_path, tiny_model_dir, workload_file):
+    (tmp_path / ".env").write_bytes(USER_ENV.encode())
+    proc = _start(tmp_path, tiny_model_dir, workload_file, trials=400)
+    try:
+        _wait_for_trials(2, proc)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert time.monotonic() - sent < 5
+    assert proc.returncode == ExitStatus.INTERRUPTED
+    assert "rerun the same command to resume" in err and "Traceback" not in err
+    assert (tmp_path / ".env").read_bytes() == USER_ENV.encode()
+    assert not (tmp_path / "profiles").exists() and not (tmp_path / "compose.yaml").exists()
+
+
+def test_kill_9_then_rerun_resumes_without_remeasuring(tmp_path, tiny_model_dir, workload_file):
+    proc = _start(tmp_path, tiny_model_dir, workload_file, trials=200)
+    try:
+        _wait_for_trials(3, proc)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        proc.kill()
+    before = {t.number: t.datetime_complete for t in _finished_trials()}
+    assert len(before) >= 3
+    total = len(before) + 2
+    rerun = _start(tmp_path, tiny_model_dir, workload_file, trials=total)
+    out, err = rerun.communicate(timeout=300)
+    assert rerun.returncode == 0, err
+    assert f"({len(before)} resumed" in out
+    after = {t.number: t.datetime_complete for t in _finished_trials()}
+    assert len(after) == total
+    assert all(after[n] == done for n, done in before.items())  # completed trials were not re-measured
+
+
+def test_second_run_refuses_while_one_is_measuring(tmp_path, tiny_model_dir, workload_file):
+    first = _start(tmp_path / "a", tiny_model_dir, workload_file, trials=400)
+    try:
+        _wait_for_trials(1, first)
+        second = _start(tmp_path / "b", tiny_model_dir, workload_file, trials=2)
+        _, err = second.communicate(timeout=120)
+        assert second.returncode == ExitStatus.LOCKED
+        assert "another autotune run is measuring on this host" in err
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=10)
+    # a killed holder never leaves the lock stuck
+    third = _start(tmp_path / "c", tiny_model_dir, workload_file, trials=2)
+    _, err = third.communicate(timeout=300)
+    assert third.returncode == 0, err
