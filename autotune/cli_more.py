@@ -19,6 +19,19 @@ def add_parsers(sub: Any) -> None:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8080)
 
+    record = sub.add_parser("record", help="record a workload from a running Hindsight's recall traces")
+    source = record.add_mutually_exclusive_group(required=True)
+    source.add_argument("--url", help="Hindsight API base URL, e.g. http://localhost:8888")
+    source.add_argument("--from-traces", type=Path, help="directory of saved recall responses (*.json)")
+    record.add_argument("--bank", help="memory bank id (with --url)")
+    record.add_argument("--queries", type=Path, help="text file, one query per line (with --url)")
+    record.add_argument("--budget", default="mid", help="comma-separated subset of low,mid,high")
+    record.add_argument("--api-key", help="or set HINDSIGHT_API_KEY; never printed or stored")
+    record.add_argument("--timeout", type=float, default=30.0, help="seconds per recall")
+    record.add_argument("--retries", type=int, default=2)
+    record.add_argument("-o", "--out", type=Path, required=True)
+    record.add_argument("--resume", action="store_true", help="append, skipping queries already recorded")
+
 
 def cmd_serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from autotune.serve import resolve_settings, serve
@@ -29,7 +42,39 @@ def cmd_serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return ExitStatus.OK
 
 
-_HANDLERS: dict[str, Handler] = {"serve": cmd_serve}
+def cmd_record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    import os
+
+    from tqdm import tqdm
+
+    from autotune.errors import OptionsError
+    from autotune.record import API_KEY_ENV, parse_budgets, read_queries, record_from_server, record_from_traces
+
+    if args.from_traces is not None:
+        report = record_from_traces(args.from_traces, args.out, resume=args.resume)
+    else:
+        if not args.bank or not args.queries:
+            raise OptionsError("--url needs --bank and --queries")
+        queries = read_queries(args.queries)
+        budgets = parse_budgets(args.budget)
+        interactive = err.isatty() if hasattr(err, "isatty") else False
+
+        def progress(jobs):  # type: ignore[no-untyped-def]
+            return tqdm(jobs, file=err, unit="recall", disable=not interactive, leave=False)
+
+        report = record_from_server(args.url, args.bank, queries, budgets, args.out,
+                                    api_key=args.api_key or os.environ.get(API_KEY_ENV), resume=args.resume,
+                                    timeout_s=args.timeout, retries=args.retries, progress=progress)
+    print(f"recorded {report.written} recalls into {args.out}"
+          + (f" ({report.skipped_existing} already there)" if report.skipped_existing else ""), file=out)
+    for failure in report.failures:
+        print(f"skipped: {failure}", file=out)
+    if report.failures:
+        print(f"{len(report.failures)} failed; rerun with --resume to retry them", file=out)
+    return ExitStatus.OK if not report.failures else ExitStatus.UPSTREAM
+
+
+_HANDLERS: dict[str, Handler] = {"serve": cmd_serve, "record": cmd_record}
 
 
 def handler(name: str) -> Handler:
