@@ -32,6 +32,27 @@ def add_parsers(sub: Any) -> None:
     record.add_argument("-o", "--out", type=Path, required=True)
     record.add_argument("--resume", action="store_true", help="append, skipping queries already recorded")
 
+    bench = sub.add_parser("bench", help="the profile against references, interleaved in one run")
+    bench.add_argument("--profile", type=Path, required=True)
+    bench.add_argument("--workload", type=Path, required=True)
+    bench.add_argument("--against", action="append", help="ort-default, hindsight-local, hindsight-local-bucket "
+                                                          "(repeatable; default ort-default and hindsight-local)")
+    bench.add_argument("--rounds", type=int, default=5)
+    bench.add_argument("--model", type=Path, help="model directory, when the profile's is elsewhere here")
+    bench.add_argument("--force", action="store_true", help="run even on a different host fingerprint")
+    bench.add_argument("--json", action="store_true")
+
+    explain = sub.add_parser("explain", help="attribute the speedup to each knob")
+    explain.add_argument("--profile", type=Path, required=True)
+    explain.add_argument("--workload", type=Path, required=True)
+    explain.add_argument("--rounds", type=int, default=3)
+    explain.add_argument("--model", type=Path)
+    explain.add_argument("--force", action="store_true")
+
+    report = sub.add_parser("report", help="write a self-contained HTML report of a profile")
+    report.add_argument("--profile", type=Path, required=True)
+    report.add_argument("--out", type=Path, default=Path("report.html"))
+
 
 def cmd_serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from autotune.serve import resolve_settings, serve
@@ -74,7 +95,63 @@ def cmd_record(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return ExitStatus.OK if not report.failures else ExitStatus.UPSTREAM
 
 
-_HANDLERS: dict[str, Handler] = {"serve": cmd_serve, "record": cmd_record}
+def _profile_workload_host(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    from autotune.host import default_probe
+    from autotune.profile import load_profile
+    from autotune.workload import load_workload
+
+    return load_profile(args.profile), load_workload(args.workload), default_probe().probe()
+
+
+def cmd_bench(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    import json
+
+    from autotune.bench import run_bench
+    from autotune.summary import format_bench
+
+    profile, workload, host = _profile_workload_host(args)
+    result = run_bench(profile, workload, host, against=args.against or ["ort-default", "hindsight-local"],
+                       rounds=args.rounds, force=args.force, model_dir=args.model)
+    print(json.dumps(result.to_dict(), indent=2) if args.json else format_bench(result), file=out)
+    return ExitStatus.OK
+
+
+def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from autotune.bench import ensure_same_host, model_ref
+    from autotune.engine import BASELINE
+    from autotune.explain import explain
+    from autotune.model import resolve_model
+    from autotune.profile import profile_config, write_profile
+    from autotune.sessions import EnginePool
+    from autotune.summary import format_explain
+
+    profile, workload, host = _profile_workload_host(args)
+    ensure_same_host(profile, host, args.force)
+    if args.rounds < 1:
+        from autotune.errors import OptionsError
+
+        raise OptionsError(f"--rounds must be at least 1, got {args.rounds}")
+    ref = model_ref(profile, args.model)
+    pool = EnginePool(resolve_model(None if ref == "default" else Path(ref)), has_vnni=host.has_vnni)
+    result = explain(pool, workload, BASELINE, profile_config(profile), args.rounds)
+    print(format_explain(result), file=out)
+    profile["explain"] = {**result.to_dict(), "workload_sha256": workload.sha256}
+    write_profile(args.profile.parent, args.profile.stem, profile)
+    print(f"saved the waterfall into {args.profile} (autotune report draws it)", file=out)
+    return ExitStatus.OK
+
+
+def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from autotune.profile import load_profile
+    from autotune.report import write_report
+
+    path = write_report(load_profile(args.profile), args.out)
+    print(f"wrote {path}", file=out)
+    return ExitStatus.OK
+
+
+_HANDLERS: dict[str, Handler] = {"serve": cmd_serve, "record": cmd_record, "bench": cmd_bench,
+                                 "explain": cmd_explain, "report": cmd_report}
 
 
 def handler(name: str) -> Handler:

@@ -32,8 +32,7 @@ def write_atomic(path: Path, data: bytes | str) -> None:
             fh.write(payload)
             fh.flush()
             os.fsync(fh.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.chmod(tmp, path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask())
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
@@ -55,6 +54,12 @@ def check_writable(path: Path) -> None:
         raise OutputError(f"cannot write {path}: permission denied")
     if not os.access(directory, os.W_OK | os.X_OK):
         raise OutputError(f"cannot write {path}: directory {directory} is not writable")
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 @contextmanager

@@ -21,7 +21,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from autotune.engine import BASELINE, BATCH_SIZES, EngineConfig
 from autotune.errors import OptionsError
-from autotune.measure import measure, replay, warm_up
+from autotune.measure import interleaved, measure, replay, warm_up
 from autotune.model import PRECISIONS
 from autotune.parity import FP32_TOLERANCE, INT8_TOLERANCE, ParityReport, Tolerance, compare
 from autotune.sessions import EnginePool
@@ -252,8 +252,10 @@ def trial_records(study: optuna.Study) -> list[TrialRecord]:
         if set(t.params) != {"batch_size", "intra_op_threads", "length_sort", "precision"}:
             continue
         rejected = t.user_attrs.get("rejected")
-        records.append(TrialRecord(t.number, config_of(t), t.state.name.lower(),
-                                   t.value if t.state == TrialState.COMPLETE else None, rejected))
+        value = t.value if t.state == TrialState.COMPLETE else None
+        if t.state == TrialState.PRUNED and t.last_step is not None:
+            value = t.intermediate_values[t.last_step]  # its running p95 when it was stopped
+        records.append(TrialRecord(t.number, config_of(t), t.state.name.lower(), value, rejected))
     return records
 
 
@@ -273,15 +275,7 @@ def finalists_from(study: optuna.Study, space: SearchSpace, k: int) -> list[Engi
 
 def rerace(pool: EnginePool, workload: Workload, configs: Sequence[EngineConfig], rounds: int) -> list[Finalist]:
     """Measure configurations interleaved (A B C A B C ...), rotating the order each round."""
-    engines = [pool.engine(c) for c in configs]
-    for e in engines:
-        warm_up(e, workload.queries)
-    passes: list[list[list[float]]] = [[] for _ in configs]
-    for r in range(rounds):
-        order = list(range(len(configs)))
-        order = order[r % len(order):] + order[:r % len(order)]
-        for i in order:
-            passes[i].append(replay(engines[i], workload.queries).seconds)
+    passes = interleaved([pool.engine(c).score for c in configs], workload.queries, rounds)
     out = []
     for i, config in enumerate(configs):
         medians = per_query_medians(passes[i])

@@ -46,6 +46,7 @@ class ServeSettings:
     max_queue: int = 16
     max_body_bytes: int = 8 * 1024 * 1024
     auto_truncate: bool = True
+    raw_scores_default: bool = False  # true for Hindsight <= 0.6.2, which applies sigmoid itself
 
 
 def settings_from_profile(path: Path) -> ServeSettings:
@@ -75,6 +76,7 @@ def settings_from_env(env: Mapping[str, str]) -> ServeSettings:
         model=get("AUTOTUNE_MODEL", "default"),
         max_client_batch_size=integer("AUTOTUNE_MAX_CLIENT_BATCH_SIZE", "1024"),
         max_queue=integer("AUTOTUNE_MAX_QUEUE", "16"),
+        raw_scores_default=env.get("AUTOTUNE_RAW_SCORES", "false").lower() in ("true", "1"),
     )
 
 
@@ -243,7 +245,8 @@ def create_app(service: RerankService, *, load_in_background: bool = True) -> St
             truncate = service.settings.auto_truncate if req.get("truncate") is None else req["truncate"]
             scores, timing = await service.rerank(req["query"], texts, truncate=truncate,
                                                   direction=req["truncation_direction"],
-                                                  raw=bool(req.get("raw_scores", False)))
+                                                  raw=service.settings.raw_scores_default
+                                                  if req.get("raw_scores") is None else req["raw_scores"])
         except ApiError as err:
             m.failure.labels(err=err.error_type.lower()).inc()
             return err.response()

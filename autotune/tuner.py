@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import optuna
 
-from autotune.engine import REFERENCE
+from autotune.engine import REFERENCE, EngineConfig
 from autotune.envfile import MergeResult, write_env
 from autotune.fileio import check_writable, deferred_interrupts
 from autotune.host import HostInfo, HostProbe, default_probe, run_conditions
@@ -124,9 +125,10 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
         for f in finalists:
             scores = _scores(pool, f.config, workload)
             f.parity = compare(reference, scores, settings.tolerance(f.config.precision))
+        int8_sample = _int8_sample(pool, winner.config, workload, reference) if "int8" in space.precisions else None
         conditions = run_conditions()
     result = SearchResult(study_name, winner, finalists[0], finalists, trial_records(study), noise, resumed)
-    return _write_outputs(opts, result, host, bundle, workload, space, conditions)
+    return _write_outputs(opts, result, host, bundle, workload, space, conditions, int8_sample)
 
 
 def _scores(pool: EnginePool, config: Any, workload: Workload) -> list[Any]:
@@ -135,8 +137,19 @@ def _scores(pool: EnginePool, config: Any, workload: Workload) -> list[Any]:
     return replay(pool.engine(config), workload.queries, keep_scores=True).scores
 
 
+def _int8_sample(pool: EnginePool, config: EngineConfig, workload: Workload, reference: list[Any],
+                 limit: int = 600) -> dict[str, list[float]]:
+    """Reference fp32 scores beside int8 scores (the winner's other knobs) for the report's scatter."""
+    int8 = _scores(pool, replace(config, precision="int8"), workload)
+    fp32 = np.concatenate(reference)
+    quant = np.concatenate(int8)
+    step = max(1, len(fp32) // limit)
+    return {"fp32": [round(float(x), 6) for x in fp32[::step]], "int8": [round(float(x), 6) for x in quant[::step]]}
+
+
 def _write_outputs(opts: RunOptions, result: SearchResult, host: HostInfo, bundle: ModelBundle,
-                   workload: Workload, space: SearchSpace, conditions: dict[str, Any]) -> RunOutcome:
+                   workload: Workload, space: SearchSpace, conditions: dict[str, Any],
+                   int8_sample: dict[str, list[float]] | None) -> RunOutcome:
     from autotune.compose import write_compose
 
     settings = opts.settings
@@ -160,7 +173,7 @@ def _write_outputs(opts: RunOptions, result: SearchResult, host: HostInfo, bundl
             "speedup_p95": round(result.speedup_p95, 4),
             "measured": "finalists and baseline re-measured interleaved in one run; per-query medians",
         },
-        "parity": winner.parity.to_dict() if winner.parity else None,
+        "parity": {**(winner.parity.to_dict() if winner.parity else {}), "int8_vs_fp32": int8_sample},
         "search": {
             "study": result.study_name,
             "sampler": f"TPESampler(seed={settings.seed})",

@@ -222,3 +222,23 @@ def test_settings_from_env_file_and_environment(tmp_path):
 
     with pytest.raises(OptionsError, match="AUTOTUNE_BATCH_SIZE"):
         resolve_settings(None, None, environ={})
+
+
+def test_raw_scores_default_for_old_hindsight(tiny_model_dir):
+    """Hindsight <= 0.6.2 applies sigmoid itself: AUTOTUNE_RAW_SCORES=true keeps it applied once."""
+    from starlette.testclient import TestClient
+
+    service = RerankService(ServeSettings(config=CONFIG, model=str(tiny_model_dir), raw_scores_default=True),
+                            has_vnni=False)
+    service.load()
+    with TestClient(create_app(service, load_in_background=False)) as client:
+        ranks = client.post("/rerank", json={"query": "q", "texts": DOCS[:3]}).json()
+        explicit = client.post("/rerank", json={"query": "q", "texts": DOCS[:3], "raw_scores": False}).json()
+    expected = _in_process(tiny_model_dir, "q", DOCS[:3])
+    for r in ranks:
+        assert r["score"] == pytest.approx(expected.raw[r["index"]], abs=1e-6)
+    for r in explicit:
+        assert r["score"] == pytest.approx(expected.scores[r["index"]], abs=1e-6)
+    assert resolve_settings(None, None, environ={
+        "AUTOTUNE_BATCH_SIZE": "1", "AUTOTUNE_INTRA_OP_THREADS": "0", "AUTOTUNE_LENGTH_SORT": "false",
+        "AUTOTUNE_PRECISION": "fp32", "AUTOTUNE_RAW_SCORES": "true"}).raw_scores_default
