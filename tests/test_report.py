@@ -57,4 +57,4 @@ def test_report_renders_in_headless_chromium(tmp_path):
     drawn = re.findall(r'<div id="plot\d"[^>]*class="[^"]*js-plotly-plot', dom)
     assert len(drawn) == 4, dom[:500]
     assert dom.count('class="main-svg"') >= 4
-    assert dom.count('class="trace scatter') >= 5 and dom.count('bartext-outside') == 3
+    assert dom.count('class="trace scatter') >= 5 and dom.count('class="bartext bartext-outside"') == 3
