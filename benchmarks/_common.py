@@ -1,0 +1,51 @@
+"""Shared set-up for the benchmark scripts: workloads, a host, a model, an engine pool."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "examples"))
+
+from autotune.host import default_probe  # noqa: E402
+from autotune.model import build_default_model  # noqa: E402
+from autotune.sessions import EnginePool  # noqa: E402
+from autotune.workload import Workload, load_workload, parse_workload  # noqa: E402
+
+EXAMPLE = ROOT / "examples" / "queries.jsonl"
+
+
+def example_workload() -> Workload:
+    return load_workload(EXAMPLE)
+
+
+def heavy_workload(queries: int = 6, candidates: int = 120, seed: int = 11) -> Workload:
+    """>=100 candidates per query, documents from short facts up to ~300 tokens."""
+    import make_queries as mq
+
+    rng = random.Random(seed)
+    short = [mq.render(*m) for m in mq.MEMORIES]
+    long = [mq.render(*m) for m in mq.LONG_MEMORIES]
+    lines = []
+    for i, (query, _budget) in enumerate(mq.QUERIES[:queries]):
+        docs = []
+        for _ in range(candidates):
+            kind = rng.random()
+            if kind < 0.5:
+                docs.append(rng.choice(short))
+            elif kind < 0.8:
+                docs.append(rng.choice(long))
+            else:
+                docs.append(" ".join(rng.sample(long, k=3)))  # about 300 tokens
+        lines.append(json.dumps({"id": f"h{i}", "query": query, "budget": "high", "documents": docs}))
+    return parse_workload(("\n".join(lines) + "\n").encode(), "heavy")
+
+
+def setup() -> tuple[object, object, EnginePool]:
+    host = default_probe().probe()
+    bundle = build_default_model()
+    return host, bundle, EnginePool(bundle, has_vnni=host.has_vnni)
