@@ -104,3 +104,27 @@ def hindsight_local(model_ref: str, *, bucket_batching: bool = False) -> Hindsig
     from autotune.model import default_weights_dir
 
     return HindsightLocal(write_checkpoint(default_weights_dir()), bucket_batching=bucket_batching)
+
+
+class TorchBackend:
+    """The PyTorch reference as an engine backend (same contract as OrtBackend), for parity tests."""
+
+    dtype = "float32"
+
+    def __init__(self, checkpoint: Path) -> None:
+        _require_torch()
+        import torch
+        from transformers import BertForSequenceClassification
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        self._torch = torch
+        self.model = BertForSequenceClassification.from_pretrained(str(checkpoint)).eval()
+        self.input_names = ("input_ids", "attention_mask", "token_type_ids")
+        self.n_logits = int(self.model.config.num_labels)
+        self.vocab_rows = int(self.model.config.vocab_size)
+
+    def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
+        with self._torch.no_grad():
+            out = self.model(**{k: self._torch.from_numpy(v) for k, v in feeds.items()})
+        return out.logits.numpy()
