@@ -124,6 +124,14 @@ class HostProbe:
     def read_text(self, path: str) -> str | None:
         return _read_text(path)
 
+    def cache_bytes(self, level: int) -> int | None:
+        """From sysfs, which knows the real sizes where cpuid-based readers often guess wrong."""
+        base = "/sys/devices/system/cpu/cpu0/cache"
+        for index in range(8):
+            if self.read_text(f"{base}/index{index}/level") == str(level):
+                return _parse_size(self.read_text(f"{base}/index{index}/size"))
+        return None
+
     def onnxruntime_version(self) -> str:
         import onnxruntime
 
@@ -144,8 +152,8 @@ class HostProbe:
             brand=str(info.get("brand_raw") or platform.processor() or "unknown"),
             isa=isa,
             cores=Cores(physical=physical, logical=logical, usable=usable),
-            l2_cache_bytes=_as_int(info.get("l2_cache_size")),
-            l3_cache_bytes=_as_int(info.get("l3_cache_size")),
+            l2_cache_bytes=self.cache_bytes(2) or _as_int(info.get("l2_cache_size")),
+            l3_cache_bytes=self.cache_bytes(3) or _as_int(info.get("l3_cache_size")),
             memory_bytes=int(psutil.virtual_memory().total),
             clock_hz=float(hz[0]) if hz and hz[0] else None,
             onnxruntime=self.onnxruntime_version(),
@@ -185,3 +193,14 @@ def _as_int(value: Any) -> int | None:
     if isinstance(value, int):
         return value
     return None
+
+
+def _parse_size(text: str | None) -> int | None:
+    """sysfs sizes look like "2048K" or "32M"."""
+    if not text:
+        return None
+    units = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}
+    try:
+        return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+    except ValueError:
+        return None

@@ -97,6 +97,9 @@ def _case(tmp_path: Path, tiny: Path, case: str) -> tuple[list[str], ExitStatus]
     if case == "malformed":
         (tmp_path / "bad.jsonl").write_text('{"query": "q", "documents": ["a"]}\n{oops\n')
         return ["--workload", str(tmp_path / "bad.jsonl"), *model], ExitStatus.BAD_WORKLOAD
+    if case in WORKLOAD_BYTES:
+        (tmp_path / "bad.jsonl").write_bytes(WORKLOAD_BYTES[case])
+        return ["--workload", str(tmp_path / "bad.jsonl"), *model], ExitStatus.BAD_WORKLOAD
     if case == "no-workload":
         return ["--workload", str(tmp_path / "none.jsonl"), *model], ExitStatus.BAD_WORKLOAD
     if case == "model-missing":
@@ -137,8 +140,18 @@ def _case(tmp_path: Path, tiny: Path, case: str) -> tuple[list[str], ExitStatus]
     raise AssertionError(case)
 
 
-CASES = ["malformed", "no-workload", "model-missing", "tokenizer-missing", "corrupt-onnx", "not-a-cross-encoder",
-         "vocab-mismatch", "trials-0", "repeats-0", "empty-batch-list", "bad-precision", "tolerance-out-of-range",
+WORKLOAD_BYTES = {
+    "missing-query": b'{"documents": ["a"]}\n',
+    "empty-query": b'{"query": "", "documents": ["a"]}\n',
+    "empty-documents": b'{"query": "q", "documents": []}\n',
+    "missing-documents": b'{"query": "q"}\n',
+    "non-string-document": b'{"query": "q", "documents": [{"text": 5}]}\n',
+    "empty-file": b"",
+    "not-utf8": b'{"query": "caf\xe9", "documents": ["a"]}\n',
+    "nul-byte": b'{"query": "q", "documents": ["a\x00"]}\n',
+}
+CASES = [*WORKLOAD_BYTES, "malformed", "no-workload", "model-missing", "tokenizer-missing", "corrupt-onnx",
+         "not-a-cross-encoder", "vocab-mismatch", "trials-0", "repeats-0", "empty-batch-list", "bad-precision", "tolerance-out-of-range",
          "unknown-flag", "env-unwritable", "profile-dir-unwritable"]
 
 

@@ -94,3 +94,9 @@ def test_vocab_mismatch_is_caught_before_onnxruntime(tmp_path):
     model_dir = write_model_dir(tmp_path / "small-vocab", model, cfg)
     with pytest.raises(ModelError, match="does not match"):
         _engine(model_dir)
+
+
+def test_million_character_document_truncates(tiny_model_dir):
+    result = _engine(tiny_model_dir, batch_size=2).score("q", ["word " * 200_000, "short", "日本語と絵文字 🍣🎌"])
+    assert max(result.lengths) == 128  # the tiny model's max length
+    assert np.isfinite(result.scores).all()
