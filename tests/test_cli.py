@@ -151,8 +151,8 @@ WORKLOAD_BYTES = {
     "nul-byte": b'{"query": "q", "documents": ["a\x00"]}\n',
 }
 CASES = [*WORKLOAD_BYTES, "malformed", "no-workload", "model-missing", "tokenizer-missing", "corrupt-onnx",
-         "not-a-cross-encoder", "vocab-mismatch", "trials-0", "repeats-0", "empty-batch-list", "bad-precision", "tolerance-out-of-range",
-         "unknown-flag", "env-unwritable", "profile-dir-unwritable"]
+         "not-a-cross-encoder", "vocab-mismatch", "trials-0", "repeats-0", "empty-batch-list", "bad-precision",
+         "tolerance-out-of-range", "unknown-flag", "env-unwritable", "profile-dir-unwritable"]
 
 
 @pytest.mark.parametrize("case", CASES)
