@@ -16,7 +16,7 @@ from autotune.errors import AutotuneError, ExitStatus, OptionsError
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        raise OptionsError(f"{self.prog}: {message}")
+        raise OptionsError(f"{message} (see `{self.prog} --help`)")
 
 
 def _positive_int(text: str) -> int:

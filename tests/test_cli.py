@@ -183,3 +183,13 @@ def test_debug_shows_traceback(tmp_path):
 def test_exit_statuses_are_distinct():
     values = [s.value for s in ExitStatus]
     assert len(values) == len(set(values))
+
+
+def test_sqlite_storage_url_and_timeout(tmp_path, tiny_model_dir, workload_file):
+    url = f"sqlite:///{tmp_path / 'studies.db'}"
+    args = ["run", "--workload", str(workload_file), "--model", str(tiny_model_dir), *outputs(tmp_path), *FAST,
+            "--storage", url, "--timeout", "60"]
+    assert run_cli(args)[0] == ExitStatus.OK
+    assert (tmp_path / "studies.db").exists()
+    status, out, _ = run_cli(args)
+    assert status == ExitStatus.OK and "(5 resumed" in out
