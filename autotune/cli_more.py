@@ -117,26 +117,13 @@ def cmd_bench(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def cmd_explain(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from autotune.bench import ensure_same_host, model_ref
-    from autotune.engine import BASELINE
-    from autotune.explain import explain
-    from autotune.model import resolve_model
-    from autotune.profile import profile_config, write_profile
-    from autotune.sessions import EnginePool
+    from autotune.explain import explain_profile, save_explain
     from autotune.summary import format_explain
 
     profile, workload, host = _profile_workload_host(args)
-    ensure_same_host(profile, host, args.force)
-    if args.rounds < 1:
-        from autotune.errors import OptionsError
-
-        raise OptionsError(f"--rounds must be at least 1, got {args.rounds}")
-    ref = model_ref(profile, args.model)
-    pool = EnginePool(resolve_model(None if ref == "default" else Path(ref)), has_vnni=host.has_vnni)
-    result = explain(pool, workload, BASELINE, profile_config(profile), args.rounds)
+    result = explain_profile(profile, workload, host, rounds=args.rounds, force=args.force, model_dir=args.model)
     print(format_explain(result), file=out)
-    profile["explain"] = {**result.to_dict(), "workload_sha256": workload.sha256}
-    write_profile(args.profile.parent, args.profile.stem, profile)
+    save_explain(args.profile, profile, result, workload)
     print(f"saved the waterfall into {args.profile} (autotune report draws it)", file=out)
     return ExitStatus.OK
 

@@ -8,10 +8,15 @@ leave-one-out: revert each knob alone from the winner, measured interleaved with
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
-from autotune.engine import EngineConfig
+from autotune.engine import BASELINE, EngineConfig
+from autotune.errors import OptionsError
+from autotune.host import HostInfo
 from autotune.measure import interleaved
+from autotune.model import resolve_model
+from autotune.profile import profile_config, write_profile
 from autotune.sessions import EnginePool
 from autotune.stats import per_query_medians, percentile
 from autotune.workload import Workload
@@ -88,3 +93,22 @@ def explain(pool: EnginePool, workload: Workload, baseline: EngineConfig, winner
     if baseline_p95 is None:  # the winner is the baseline
         baseline_p95 = _pair_p95(pool, workload, baseline, baseline, rounds)[0]
     return ExplainResult(baseline_p95, steps, loo)
+
+
+def explain_profile(profile: dict[str, Any], workload: Workload, host: HostInfo, *, rounds: int,
+                    force: bool = False, model_dir: Path | None = None) -> ExplainResult:
+    """The waterfall for a saved profile, on this host (refused on another unless forced)."""
+    from autotune.bench import ensure_same_host, model_ref
+
+    if rounds < 1:
+        raise OptionsError(f"--rounds must be at least 1, got {rounds}")
+    ensure_same_host(profile, host, force)
+    ref = model_ref(profile, model_dir)
+    pool = EnginePool(resolve_model(None if ref == "default" else Path(ref)), has_vnni=host.has_vnni)
+    return explain(pool, workload, BASELINE, profile_config(profile), rounds)
+
+
+def save_explain(path: Path, profile: dict[str, Any], result: ExplainResult, workload: Workload) -> None:
+    """Keep the waterfall in the profile, so `autotune report` can draw it."""
+    write_profile(path.parent, path.stem, {**profile, "explain": {**result.to_dict(),
+                                                                   "workload_sha256": workload.sha256}})

@@ -232,7 +232,7 @@ def run_study(
     fail_stale_trials(study)
     done = len(finished_trials(study))
     if not study.trials:
-        study.enqueue_trial(params_of(objective.space.baseline()))
+        study.enqueue_trial(objective.space.baseline().to_dict())
     remaining = settings.trials - done
     if remaining > 0:
         callbacks = [on_trial] if on_trial else []
@@ -240,10 +240,6 @@ def run_study(
             warnings.simplefilter("ignore", category=optuna.exceptions.ExperimentalWarning)
             study.optimize(objective, n_trials=remaining, timeout=settings.timeout_s, callbacks=callbacks)
     return done
-
-
-def params_of(config: EngineConfig) -> dict[str, Any]:
-    return config.to_dict()
 
 
 def trial_records(study: optuna.Study) -> list[TrialRecord]:

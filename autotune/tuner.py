@@ -15,6 +15,7 @@ from autotune.engine import REFERENCE, EngineConfig
 from autotune.envfile import MergeResult, write_env
 from autotune.fileio import check_writable, deferred_interrupts
 from autotune.host import HostInfo, HostProbe, default_probe, run_conditions
+from autotune.measure import replay
 from autotune.model import ModelBundle, resolve_model
 from autotune.parity import compare, reference_scores
 from autotune.paths import state_dir
@@ -131,9 +132,7 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
     return _write_outputs(opts, result, host, bundle, workload, space, conditions, int8_sample)
 
 
-def _scores(pool: EnginePool, config: Any, workload: Workload) -> list[Any]:
-    from autotune.measure import replay
-
+def _scores(pool: EnginePool, config: EngineConfig, workload: Workload) -> list[Any]:
     return replay(pool.engine(config), workload.queries, keep_scores=True).scores
 
 

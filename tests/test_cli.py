@@ -193,3 +193,18 @@ def test_sqlite_storage_url_and_timeout(tmp_path, tiny_model_dir, workload_file)
     assert (tmp_path / "studies.db").exists()
     status, out, _ = run_cli(args)
     assert status == ExitStatus.OK and "(5 resumed" in out
+
+
+def test_compose_and_report_commands(tmp_path, tiny_model_dir, workload_file):
+    assert run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir), *outputs(tmp_path),
+                    *FAST])[0] == ExitStatus.OK
+    profile = next((tmp_path / "out" / "profiles").glob("*.yaml"))
+    status, _, _ = run_cli(["report", "--profile", str(profile), "--out", str(tmp_path / "r.html")])
+    assert status == 0 and (tmp_path / "r.html").read_text().count("Plotly.newPlot") == 3
+    status, _, _ = run_cli(["compose", "--out", str(tmp_path / "c.yaml"), "--hindsight-service", "api"])
+    assert status == 0 and "api:" in (tmp_path / "c.yaml").read_text()
+    status, _, err = run_cli(["report", "--profile", str(workload_file)])
+    assert status == ExitStatus.BAD_OPTIONS and "profile" in err and len(err.splitlines()) == 1
+    (tmp_path / "plain.yaml").write_text("a: 1\n")
+    status, _, err = run_cli(["report", "--profile", str(tmp_path / "plain.yaml")])
+    assert status == ExitStatus.BAD_OPTIONS and "not an autotune profile" in err
