@@ -36,7 +36,7 @@ def p95_vs_batch(history: list[dict[str, Any]]) -> go.Figure:
 
 def trial_history(history: list[dict[str, Any]]) -> go.Figure:
     fig = go.Figure()
-    groups = {"measured": [], "rejected by parity": [], "pruned": []}
+    groups: dict[str, list[dict[str, Any]]] = {"measured": [], "rejected by parity": [], "pruned": []}
     for t in history:
         if t.get("rejected"):
             groups["rejected by parity"].append(t)

@@ -256,10 +256,10 @@ def trial_records(study: optuna.Study) -> list[TrialRecord]:
 
 
 def finalists_from(study: optuna.Study, space: SearchSpace, k: int) -> list[EngineConfig]:
-    feasible = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    feasible = [(t.value, t) for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
                 if is_feasible(t) and t.value is not None]
     chosen: list[EngineConfig] = []
-    for t in sorted(feasible, key=lambda t: t.value):
+    for _, t in sorted(feasible, key=lambda pair: pair[0]):
         config = config_of(t)
         if config not in chosen:
             chosen.append(config)

@@ -28,7 +28,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from autotune import __version__
-from autotune.engine import EngineConfig
+from autotune.engine import EngineConfig, RerankEngine
 from autotune.errors import OptionsError
 from autotune.model import ModelBundle, resolve_model
 from autotune.profile import load_profile, profile_config
@@ -114,6 +114,7 @@ class RerankService:
         self._bundle = bundle
         self._has_vnni = has_vnni
         self.pool: EnginePool | None = None
+        self.engine: RerankEngine | None = None
         self.ready = threading.Event()
         self.load_error: str | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="autotune-infer")
@@ -194,6 +195,7 @@ class RerankService:
             if too_long > tok.max_length:
                 raise ApiError("Validation", f"`inputs` must have less than {tok.max_length} tokens. "
                                              f"Given: {too_long}")
+        assert self.engine is not None  # requests are refused until load() has set it
         result = self.engine.score(query, texts, tokenizer=tok)
         timing = {"queue": started - enqueued, "tokenization": result.tokenize_s, "inference": result.inference_s}
         return (result.raw if raw else result.scores), timing

@@ -47,8 +47,10 @@ def parse_line(line: str, lineno: int) -> Query:
         raise fail("contains a NUL byte")
     try:
         obj = json.loads(line)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise fail(f"malformed JSON ({exc.msg} at column {exc.colno})") from exc
+    except RecursionError as exc:
+        raise fail("malformed JSON (nested too deeply)") from exc
     if not isinstance(obj, dict):
         raise fail("expected a JSON object")
     query = obj.get("query")

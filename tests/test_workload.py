@@ -25,6 +25,7 @@ def _lines(*objs: object) -> bytes:
     (_lines({"query": "q", "documents": ["a", 3]}), "line 1: document 1 is not a string"),
     (_lines({"query": "q", "documents": [{"txt": "a"}]}), "line 1: document 0"),
     (_lines([1, 2]), "line 1: expected a JSON object"),
+    (b"[" * 100_000 + b"\n", "line 1: malformed JSON"),
     (b"", "no queries"),
     (b"\n\n  \n", "no queries"),
     (b'{"query": "caf\xe9", "documents": ["a"]}\n', "not UTF-8"),
