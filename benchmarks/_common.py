@@ -23,7 +23,7 @@ def example_workload() -> Workload:
     return load_workload(EXAMPLE)
 
 
-def heavy_workload(queries: int = 6, candidates: int = 120, seed: int = 11) -> Workload:
+def heavy_workload(queries: int = 4, candidates: int = 100, seed: int = 11) -> Workload:
     """>=100 candidates per query, documents from short facts up to ~300 tokens."""
     import make_queries as mq
 

@@ -30,7 +30,7 @@ def main() -> None:
             path = Path(tmp) / f"{name}.jsonl"
             path.write_text("\n".join(__import__("json").dumps({"query": q.query, "documents": q.documents})
                                       for q in workload.queries) + "\n")
-            settings = SearchSettings(trials=args.trials, repeats=2 if name == "heavy" else 3, final_rounds=3)
+            settings = SearchSettings(trials=args.trials, repeats=1 if name == "heavy" else 3, final_rounds=3)
             outcome = tune(RunOptions(workload=path, env_file=Path(tmp) / f"{name}.env",
                                       profile_dir=Path(tmp) / "profiles", name=name, settings=settings,
                                       compose_file=None, fresh=True))
