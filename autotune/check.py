@@ -10,6 +10,8 @@ from autotune.host import HostInfo
 from autotune.profile import env_keys, profile_config
 
 ADVICE = "rerun autotune run"
+CONFIG_KEYS = ("AUTOTUNE_BATCH_SIZE", "AUTOTUNE_INTRA_OP_THREADS", "AUTOTUNE_LENGTH_SORT", "AUTOTUNE_PRECISION",
+               "AUTOTUNE_MODEL")
 
 
 def check_profile(profile: dict[str, Any], host: HostInfo, *, env_file: Path | None = None,
@@ -61,7 +63,8 @@ def _env_drift(profile: dict[str, Any], config: Any, env_file: Path) -> list[str
         return [f"{env_file} has no autotune block: rerun autotune run"]
     want = env_keys(config, model=profile.get("model", {}).get("ref", "default"), tei_url="", tei_batch_size=0)
     out = []
-    for key, value in want.items():
-        if key.startswith("AUTOTUNE_") and key in block and block[key] != value:
+    for key in CONFIG_KEYS:
+        value = want[key]
+        if key in block and block[key] != value:
             out.append(f"{env_file}: {key} differs from the profile's configuration: rerun autotune run")
     return out

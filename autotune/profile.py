@@ -66,6 +66,22 @@ def profile_config(data: dict[str, Any]) -> EngineConfig:
         raise OptionsError(f"profile config is incomplete: {exc}") from exc
 
 
+def tei_batch_size(existing_env: dict[str, str], max_candidates: int) -> int:
+    """Big enough that one recall is one request, even where the user raised Hindsight's caps."""
+    caps = [HINDSIGHT_MAX_CANDIDATES, max_candidates]
+    for suffix in ("", "_LOW", "_MID", "_HIGH"):
+        value = existing_env.get(f"HINDSIGHT_API_RERANKER_MAX_CANDIDATES{suffix}", "")
+        if value.strip().isdigit():
+            caps.append(int(value))
+    return max(caps)
+
+
+def check_name(name: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,100}", name):
+        raise OptionsError(f"profile name {name!r} must be letters, digits, '.', '_' or '-'")
+    return name
+
+
 def env_keys(config: EngineConfig, *, model: str, tei_url: str, tei_batch_size: int) -> dict[str, str]:
     """What Hindsight and `autotune serve` read. Hindsight parses booleans as true/1 only."""
     return {
@@ -77,6 +93,7 @@ def env_keys(config: EngineConfig, *, model: str, tei_url: str, tei_batch_size: 
         "AUTOTUNE_LENGTH_SORT": "true" if config.length_sort else "false",
         "AUTOTUNE_PRECISION": config.precision,
         "AUTOTUNE_MODEL": model,
+        "AUTOTUNE_MAX_CLIENT_BATCH_SIZE": str(max(1024, tei_batch_size)),
     }
 
 

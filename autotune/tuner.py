@@ -12,7 +12,7 @@ import numpy as np
 import optuna
 
 from autotune.engine import REFERENCE, EngineConfig
-from autotune.envfile import MergeResult, write_env
+from autotune.envfile import MergeResult, parse_env, read_text_exact, write_env
 from autotune.fileio import check_writable, deferred_interrupts
 from autotune.host import HostInfo, HostProbe, default_probe, run_conditions
 from autotune.measure import replay
@@ -21,11 +21,12 @@ from autotune.parity import compare, reference_scores
 from autotune.paths import state_dir
 from autotune.profile import (
     DEFAULT_TEI_URL,
-    HINDSIGHT_MAX_CANDIDATES,
     SCHEMA,
+    check_name,
     env_keys,
     now_iso,
     profile_name,
+    tei_batch_size,
     versions,
     write_profile,
 )
@@ -98,6 +99,8 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
          on_stage: Callable[[str], None] | None = None) -> RunOutcome:
     stage = on_stage or (lambda _msg: None)
     workload = load_workload(opts.workload)  # all of it, before anything is measured or written
+    if opts.name is not None:
+        check_name(opts.name)
     check_writable(opts.env_file)
     check_writable(opts.profile_dir / "x.yaml")
     if opts.compose_file is not None:
@@ -153,7 +156,7 @@ def _write_outputs(opts: RunOptions, result: SearchResult, host: HostInfo, bundl
 
     settings = opts.settings
     winner = result.winner
-    name = opts.name or profile_name(host.brand, host.cores.usable, host.fingerprint)
+    name = opts.name or profile_name(host.brand, host.cores.usable, host.fingerprint)  # --name checked up front
     model_ref = "default" if opts.model is None else str(opts.model)
     profile = {
         "schema": SCHEMA,
@@ -194,8 +197,9 @@ def _write_outputs(opts: RunOptions, result: SearchResult, host: HostInfo, bundl
         "noise": {"warnings": result.warnings, "trustworthy": not result.warnings, **conditions},
         "versions": versions(),
     }
+    existing = parse_env(read_text_exact(opts.env_file))
     keys = env_keys(winner.config, model=model_ref, tei_url=opts.tei_url,
-                    tei_batch_size=max(HINDSIGHT_MAX_CANDIDATES, workload.max_candidates))
+                    tei_batch_size=tei_batch_size(existing, workload.max_candidates))
     compose_path = None
     with deferred_interrupts():
         profile_path = write_profile(opts.profile_dir, name, profile)

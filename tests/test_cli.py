@@ -33,14 +33,18 @@ def outputs(tmp_path: Path) -> list[str]:
 def test_run_writes_env_profile_and_compose(tmp_path, tiny_model_dir, workload_file):
     (tmp_path / "out").mkdir()
     env = tmp_path / "out" / ".env"
-    env.write_text("# mine\nHINDSIGHT_API_LLM_API_KEY=sk-very-secret\nAUTOTUNE_PRECISION=fp32\n")
+    env.write_text("# mine\nHINDSIGHT_API_LLM_API_KEY=sk-very-secret\nAUTOTUNE_PRECISION=fp32\n"
+                   "HINDSIGHT_API_RERANKER_MAX_CANDIDATES_HIGH=500\n")
     status, out, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
                                 *outputs(tmp_path), *FAST])
     assert status == ExitStatus.OK, err
     assert "Finalists" in out and "baseline" in out and "sk-very-secret" not in out + err
     assert "AUTOTUNE_PRECISION is already set outside the autotune block" in out
     text = env.read_text()
-    assert text.startswith("# mine\nHINDSIGHT_API_LLM_API_KEY=sk-very-secret\nAUTOTUNE_PRECISION=fp32\n" + BEGIN)
+    assert text.startswith("# mine\nHINDSIGHT_API_LLM_API_KEY=sk-very-secret\nAUTOTUNE_PRECISION=fp32\n"
+                           "HINDSIGHT_API_RERANKER_MAX_CANDIDATES_HIGH=500\n" + BEGIN)
+    assert "HINDSIGHT_API_RERANKER_TEI_BATCH_SIZE=500" in text  # one recall stays one request
+    assert "AUTOTUNE_MAX_CLIENT_BATCH_SIZE=1024" in text
     assert "HINDSIGHT_API_RERANKER_PROVIDER=tei" in text
     profile_path = next((tmp_path / "out" / "profiles").glob("*.yaml"))
     profile = yaml.safe_load(profile_path.read_text())
@@ -120,6 +124,8 @@ def _case(tmp_path: Path, tiny: Path, case: str) -> tuple[list[str], ExitStatus]
         cfg = dict(TINY_CONFIG, vocab_size=500)
         d = write_model_dir(tmp_path / "v", build_bert_cross_encoder(tiny_weights(cfg), cfg)[0], cfg)
         return ["--workload", wl, "--model", str(d)], ExitStatus.BAD_MODEL
+    if case == "bad-name":
+        return ["--workload", wl, *model, "--name", "../escape"], ExitStatus.BAD_OPTIONS
     if case == "trials-0":
         return ["--workload", wl, *model, "--trials", "0"], ExitStatus.BAD_OPTIONS
     if case == "repeats-0":
@@ -151,8 +157,8 @@ WORKLOAD_BYTES = {
     "nul-byte": b'{"query": "q", "documents": ["a\x00"]}\n',
 }
 CASES = [*WORKLOAD_BYTES, "malformed", "no-workload", "model-missing", "tokenizer-missing", "corrupt-onnx",
-         "not-a-cross-encoder", "vocab-mismatch", "trials-0", "repeats-0", "empty-batch-list", "bad-precision",
-         "tolerance-out-of-range", "unknown-flag", "env-unwritable", "profile-dir-unwritable"]
+         "not-a-cross-encoder", "vocab-mismatch", "bad-name", "trials-0", "repeats-0", "empty-batch-list",
+         "bad-precision", "tolerance-out-of-range", "unknown-flag", "env-unwritable", "profile-dir-unwritable"]
 
 
 @pytest.mark.parametrize("case", CASES)
