@@ -149,11 +149,20 @@ def test_health_is_503_until_loaded(tiny_model_dir):
         assert client.get("/health").status_code == 200
 
 
+class SlowService(RerankService):
+    """Inference that takes a known while, so a burst reliably overfills the queue."""
+
+    def _score(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        time.sleep(0.3)
+        return super()._score(*args, **kwargs)
+
+
 def test_queue_bound_answers_429(tiny_model_dir):
-    with LiveServer(_service(tiny_model_dir, max_queue=1)) as live:
+    service = SlowService(ServeSettings(config=CONFIG, model=str(tiny_model_dir), max_queue=1), has_vnni=False)
+    with LiveServer(service) as live:
         async def burst() -> list[int]:
             async with httpx.AsyncClient(timeout=60) as client:
-                reqs = [client.post(live.url + "/rerank", json={"query": "q", "texts": DOCS * 20}) for _ in range(8)]
+                reqs = [client.post(live.url + "/rerank", json={"query": "q", "texts": DOCS}) for _ in range(8)]
                 return [r.status_code for r in await asyncio.gather(*reqs)]
 
         codes = asyncio.run(burst())
