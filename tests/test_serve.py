@@ -178,7 +178,7 @@ async def hindsight_tei_predict(url: str, pairs: list[tuple[str, str]], batch_si
         assert info.get("model_id")
 
         async def post(query: str, texts: list[str]) -> list[tuple[int, float]]:
-            delay = 0.05
+            delay = 0.5  # Hindsight's retry_delay, doubling
             async with sem:
                 for attempt in range(retries + 1):
                     resp = await client.post(url + "/rerank", json={"query": query, "texts": texts,
