@@ -249,6 +249,8 @@ def create_app(service: RerankService, *, load_in_background: bool = True) -> St
                                                   direction=req["truncation_direction"],
                                                   raw=service.settings.raw_scores_default
                                                   if req.get("raw_scores") is None else req["raw_scores"])
+            if not np.isfinite(scores).all():
+                raise ApiError("Backend", "the model produced a non-finite score for this input")
         except ApiError as err:
             m.failure.labels(err=err.error_type.lower()).inc()
             return err.response()

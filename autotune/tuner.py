@@ -125,10 +125,10 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
         stage(f"re-measuring {len(configs)} finalists interleaved with the baseline, "
               f"{settings.final_rounds} rounds")
         finalists = rerace(pool, workload, configs, settings.final_rounds)
-        winner, noise = choose(finalists)
-        for f in finalists:
-            scores = _scores(pool, f.config, workload)
-            f.parity = compare(reference, scores, settings.tolerance(f.config.precision))
+        for f in finalists:  # checked again on the very sessions that were timed
+            f.parity = compare(reference, _scores(pool, f.config, workload), settings.tolerance(f.config.precision))
+        passing = [f for f in finalists if f.parity is not None and f.parity.passed]
+        winner, noise = choose(passing or finalists[:1])
         int8_sample = _int8_sample(pool, winner.config, workload, reference) if "int8" in space.precisions else None
         conditions = run_conditions()
     result = SearchResult(study_name, winner, finalists[0], finalists, trial_records(study), noise, resumed)
