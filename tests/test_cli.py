@@ -56,6 +56,9 @@ def test_run_writes_env_profile_and_compose(tmp_path, tiny_model_dir, workload_f
     raw = profile_path.read_text()
     assert "capital of France" not in raw and "Paris" not in raw  # hashes only
     assert (tmp_path / "out" / "compose.autotune.yaml").exists()
+    noise = profile["noise"]
+    assert noise["trustworthy"] == (noise["warnings"] == []) and "loadavg" in noise
+    assert profile["search"]["finalists"][0]["baseline"] and len(profile["search"]["finalists"][0]["round_p95_ms"]) == 2
 
 
 def test_rerun_resumes_the_study(tmp_path, tiny_model_dir, workload_file):

@@ -160,3 +160,11 @@ def test_recorded_file_replays_in_run(tmp_path, tiny_model_dir):
                    "--final-rounds", "1", "--env-file", str(tmp_path / ".env"), "--profile-dir",
                    str(tmp_path / "p"), "--no-compose"], stdout=io.StringIO(), stderr=io.StringIO())
     assert status == 0 and Path(tmp_path / ".env").exists()
+
+
+def test_url_needs_bank_and_queries(tmp_path):
+    err = io.StringIO()
+    status = main(["record", "--url", "http://127.0.0.1:9", "-o", str(tmp_path / "o.jsonl")], stdout=io.StringIO(),
+                  stderr=err)
+    assert status == ExitStatus.BAD_OPTIONS and "--bank" in err.getvalue()
+    assert not (tmp_path / "o.jsonl").exists()
