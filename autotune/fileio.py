@@ -64,16 +64,27 @@ def _umask() -> int:
 
 @contextmanager
 def deferred_interrupts() -> Iterator[None]:
-    """Hold Ctrl-C/SIGTERM while a set of outputs is written, so they land together or not at all."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+    """Hold Ctrl-C/SIGTERM while a set of outputs is written, so they land together or not at all.
+
+    Python runs signal handlers in the main thread whichever thread the kernel picked (ORT and
+    tokenizers keep pools of their own), so swapping the handler is what reliably defers them.
+    """
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    held = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    received: list[int] = []
+
+    def hold(signum: int, frame: object) -> None:
+        received.append(signum)
+
+    previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if received:
+        raise KeyboardInterrupt
 
 
 def sha256_bytes(data: bytes) -> str:

@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from autotune.host import Cores, FileProbe, HostInfo, HostProbe, cgroup_cpu_limit
+
+VNNI_HOST = HostInfo(brand="Intel Xeon", isa={"avx2": True, "avx512f": True, "avx512_vnni": True,
+                                              "avx_vnni": False, "amx_int8": False},
+                     cores=Cores(8, 16, 8), l2_cache_bytes=None, l3_cache_bytes=None, memory_bytes=1,
+                     clock_hz=None, onnxruntime="1.32.0")
+AVX2_HOST = replace(VNNI_HOST, brand="AMD Ryzen", isa={**VNNI_HOST.isa, "avx512f": False, "avx512_vnni": False},
+                    cores=Cores(2, 2, 2))
+
+
+def test_fingerprint_is_stable_and_sensitive():
+    assert VNNI_HOST.fingerprint == HostInfo.from_dict(json.loads(json.dumps(VNNI_HOST.to_dict()))).fingerprint
+    assert VNNI_HOST.fingerprint != AVX2_HOST.fingerprint
+    assert FileProbe  # the seam the CLI honours through AUTOTUNE_PROBE_FILE
+
+
+@pytest.mark.parametrize(("files", "expected"), [
+    ({"/sys/fs/cgroup/cpu.max": "400000 100000"}, 4.0),
+    ({"/sys/fs/cgroup/cpu.max": "150000 100000"}, 1.5),
+    ({"/sys/fs/cgroup/cpu.max": "max 100000"}, None),
+    ({"/sys/fs/cgroup/cpu/cpu.cfs_quota_us": "200000", "/sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000"}, 2.0),
+    ({"/sys/fs/cgroup/cpu/cpu.cfs_quota_us": "-1", "/sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000"}, None),
+    ({}, None),
+])
+def test_cgroup_quota(files, expected):
+    assert cgroup_cpu_limit(files.get) == expected
+
+
+def test_usable_cores_is_affinity_capped_by_quota():
+    class Container(HostProbe):
+        def affinity(self) -> int:
+            return 16
+
+        def read_text(self, path: str) -> str | None:
+            return "400000 100000" if path == "/sys/fs/cgroup/cpu.max" else None
+
+    host = Container().probe()
+    assert host.cores.usable == 4
+    assert set(host.isa) == {"avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8"}
