@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from autotune.engine import EngineConfig
-from autotune.host import HostInfo
+from autotune.host import Cores, HostInfo
 from autotune.model import load_model_dir
 from autotune.profile import SCHEMA
+
+# Two unlike hosts, for drift and fingerprint tests.
+VNNI_HOST = HostInfo(brand="Intel Xeon", isa={"avx2": True, "avx512f": True, "avx512_vnni": True,
+                                              "avx_vnni": False, "amx_int8": False},
+                     cores=Cores(8, 16, 8), l2_cache_bytes=None, l3_cache_bytes=None, memory_bytes=1,
+                     clock_hz=None, onnxruntime="1.32.0")
+AVX2_HOST = replace(VNNI_HOST, brand="AMD Ryzen", isa={**VNNI_HOST.isa, "avx512f": False, "avx512_vnni": False},
+                    cores=Cores(2, 2, 2))
 
 
 def profile_for(host: HostInfo, config: EngineConfig, model_dir: Path) -> dict[str, Any]:

@@ -8,15 +8,10 @@ from autotune.cli import main
 from autotune.engine import EngineConfig
 from autotune.envfile import write_env
 from autotune.errors import ExitStatus
-from autotune.host import Cores, HostInfo
+from autotune.host import HostInfo
 from autotune.profile import SCHEMA, env_keys, write_profile
+from tests.helpers import AVX2_HOST, VNNI_HOST
 
-VNNI_HOST = HostInfo(brand="Intel Xeon", isa={"avx2": True, "avx512f": True, "avx512_vnni": True,
-                                              "avx_vnni": False, "amx_int8": False},
-                     cores=Cores(8, 16, 8), l2_cache_bytes=None, l3_cache_bytes=None, memory_bytes=1,
-                     clock_hz=None, onnxruntime="1.32.0")
-AVX2_HOST = replace(VNNI_HOST, brand="AMD Ryzen", isa={**VNNI_HOST.isa, "avx512f": False, "avx512_vnni": False},
-                    cores=Cores(2, 2, 2))
 INT8 = EngineConfig(batch_size=4, intra_op_threads=4, length_sort=True, precision="int8")
 
 

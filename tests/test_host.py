@@ -1,18 +1,11 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import pytest
 
-from autotune.host import Cores, FileProbe, HostInfo, HostProbe, cgroup_cpu_limit
-
-VNNI_HOST = HostInfo(brand="Intel Xeon", isa={"avx2": True, "avx512f": True, "avx512_vnni": True,
-                                              "avx_vnni": False, "amx_int8": False},
-                     cores=Cores(8, 16, 8), l2_cache_bytes=None, l3_cache_bytes=None, memory_bytes=1,
-                     clock_hz=None, onnxruntime="1.32.0")
-AVX2_HOST = replace(VNNI_HOST, brand="AMD Ryzen", isa={**VNNI_HOST.isa, "avx512f": False, "avx512_vnni": False},
-                    cores=Cores(2, 2, 2))
+from autotune.host import FileProbe, HostInfo, HostProbe, cgroup_cpu_limit
+from tests.helpers import AVX2_HOST, VNNI_HOST
 
 
 def test_fingerprint_is_stable_and_sensitive():
