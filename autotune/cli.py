@@ -140,9 +140,8 @@ def tolerances_from(args: argparse.Namespace) -> dict[str, object]:
 
     out: dict[str, object] = {}
     for prec, default in (("fp32", FP32_TOLERANCE), ("int8", INT8_TOLERANCE)):
-        changes = {field: getattr(args, f"{prec}_{name}") for field, name in
-                   (("max_abs", "max_abs"), ("min_spearman", "min_spearman"), ("min_topk", "min_topk"))
-                   if getattr(args, f"{prec}_{name}") is not None}
+        given = {field: getattr(args, f"{prec}_{field}") for field in ("max_abs", "min_spearman", "min_topk")}
+        changes = {field: value for field, value in given.items() if value is not None}
         for field, value in changes.items():
             if value < 0 or (field != "max_abs" and value > 1):
                 raise OptionsError(f"--{prec}-{field.replace('_', '-')} out of range: {value}")

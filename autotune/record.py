@@ -156,8 +156,8 @@ def record_from_server(url: str, bank: str, queries: Sequence[str], budgets: Seq
     try:
         with httpx.Client(base_url=base, headers=headers, timeout=timeout_s) as client:
             version = _version(client)
-            jobs = [(q, b) for q in queries for b in budgets]
-            for query, budget in progress(jobs):
+            jobs = [(n, q, b) for n, q in enumerate(queries, start=1) for b in budgets]
+            for number, query, budget in progress(jobs):
                 if (query, budget) in writer.done:
                     report.skipped_existing += 1
                     continue
@@ -167,7 +167,7 @@ def record_from_server(url: str, bank: str, queries: Sequence[str], budgets: Seq
                     writer.append(line_from_recall(response, budget=budget, version=version))
                     report.written += 1
                 except (UpstreamError, ValueError) as exc:
-                    report.failures.append(f"query #{queries.index(query) + 1} ({budget}): {exc}")
+                    report.failures.append(f"query #{number} ({budget}): {exc}")
     finally:
         writer.close()
     if report.written == 0 and report.skipped_existing == 0 and report.failures:
