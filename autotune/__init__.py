@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from autotune.engine import BASELINE, EngineConfig, RerankEngine
 from autotune.errors import AutotuneError, ExitStatus
 from autotune.host import HostInfo, HostProbe
-from autotune.workload import Workload, load_workload
+from autotune.runtime.engine import BASELINE, EngineConfig, RerankEngine
+from autotune.workload.queries import Workload, load_workload
 
 __all__ = [
     "BASELINE",

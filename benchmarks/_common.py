@@ -12,9 +12,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
 
 from autotune.host import default_probe  # noqa: E402
-from autotune.model import build_default_model  # noqa: E402
-from autotune.sessions import EnginePool  # noqa: E402
-from autotune.workload import Workload, load_workload, parse_workload  # noqa: E402
+from autotune.runtime.model import build_default_model  # noqa: E402
+from autotune.runtime.sessions import EnginePool  # noqa: E402
+from autotune.workload.queries import Workload, load_workload, parse_workload  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "queries.jsonl"
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 from _common import example_workload, setup
 
-from autotune.efficiency import ASSUMPTIONS, ModelDims, efficiency
-from autotune.engine import BASELINE, EngineConfig
-from autotune.measure import interleaved, replay
-from autotune.profile import load_profile, profile_config
-from autotune.stats import per_query_medians
+from autotune.analysis.efficiency import ASSUMPTIONS, ModelDims, efficiency
+from autotune.outputs.profile import load_profile, profile_config
+from autotune.runtime.engine import BASELINE, EngineConfig
+from autotune.search.measure import interleaved, replay
+from autotune.search.stats import per_query_medians
 
 
 def main() -> None:

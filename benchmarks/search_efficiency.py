@@ -14,8 +14,10 @@ import argparse
 import optuna
 from _common import example_workload, setup
 
-from autotune.parity import reference_scores
-from autotune.search import Objective, SearchSettings, SearchSpace, config_of, is_feasible
+from autotune.search.objective import Objective
+from autotune.search.parity import reference_scores
+from autotune.search.space import SearchSettings, SearchSpace
+from autotune.search.study import config_of, is_feasible
 
 
 def feasible(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:

@@ -19,8 +19,8 @@ import httpx
 import uvicorn
 from _common import example_workload, setup
 
-from autotune.engine import EngineConfig
-from autotune.serve import RerankService, ServeSettings, create_app
+from autotune.runtime.engine import EngineConfig
+from autotune.serve.app import RerankService, ServeSettings, create_app
 
 
 async def client(url: str, queries: list, until: float, lat: list[float], codes: dict[int, int]) -> None:

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from _common import example_workload, heavy_workload
 
-from autotune.bench import run_bench
+from autotune.analysis.bench import run_bench
+from autotune.analysis.summary import format_bench
 from autotune.host import default_probe
-from autotune.search import SearchSettings
-from autotune.summary import format_bench
-from autotune.tuner import RunOptions, tune
+from autotune.search.space import SearchSettings
+from autotune.search.tuner import RunOptions, tune
 
 
 def main() -> None:

@@ -10,8 +10,8 @@ import numpy as np
 import onnx
 import pytest
 
-from autotune.bert_onnx import build_bert_cross_encoder
-from autotune.model import default_weights_dir
+from autotune.runtime.bert_onnx import build_bert_cross_encoder
+from autotune.runtime.model import default_weights_dir
 
 TINY_CONFIG = {
     "num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 64,

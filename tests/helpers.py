@@ -6,10 +6,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from autotune.engine import EngineConfig
 from autotune.host import Cores, HostInfo
-from autotune.model import load_model_dir
-from autotune.profile import SCHEMA
+from autotune.outputs.profile import SCHEMA
+from autotune.runtime.engine import EngineConfig
+from autotune.runtime.model import load_model_dir
 
 # Two unlike hosts, for drift and fingerprint tests.
 VNNI_HOST = HostInfo(brand="Intel Xeon", isa={"avx2": True, "avx512f": True, "avx512_vnni": True,

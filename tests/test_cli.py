@@ -10,10 +10,10 @@ import pytest
 import yaml
 from onnx import TensorProto, helper
 
-from autotune.bert_onnx import build_bert_cross_encoder
 from autotune.cli import main
-from autotune.envfile import BEGIN
 from autotune.errors import ExitStatus
+from autotune.outputs.envfile import BEGIN
+from autotune.runtime.bert_onnx import build_bert_cross_encoder
 from tests.conftest import TINY_CONFIG, tiny_weights, write_model_dir, write_workload
 
 FAST = ["--trials", "5", "--repeats", "1", "--final-rounds", "2"]

@@ -1,0 +1,130 @@
+"""`autotune bench`: the profile's configuration against references, interleaved, in one run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from autotune.analysis.efficiency import ASSUMPTIONS, Efficiency, ModelDims, efficiency
+from autotune.errors import DriftError, MissingDependencyError, OptionsError
+from autotune.host import HostInfo
+from autotune.outputs.profile import profile_config
+from autotune.runtime.engine import BASELINE, EngineConfig
+from autotune.runtime.model import resolve_model
+from autotune.runtime.sessions import EnginePool
+from autotune.search.measure import Scorer, interleaved, replay
+from autotune.search.stats import Latency, per_query_medians, percentile
+from autotune.workload.queries import Workload
+
+REFERENCES = ("ort-default", "hindsight-local", "hindsight-local-bucket")
+
+
+@dataclass
+class Contender:
+    name: str
+    description: str
+    score: Scorer
+    config: EngineConfig | None = None
+
+
+@dataclass
+class Row:
+    name: str
+    description: str
+    latency: Latency
+    round_p95_ms: list[float]
+    efficiency: Efficiency | None = None
+
+
+@dataclass
+class Ratio:
+    reference: str
+    median: float
+    low: float
+    high: float
+
+
+@dataclass
+class BenchResult:
+    rows: list[Row]
+    ratios: list[Ratio]
+    skipped: dict[str, str] = field(default_factory=dict)
+    recorded_p95_ms: float | None = None
+    assumptions: str = ASSUMPTIONS
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rows": [{"name": r.name, "p50_ms": r.latency.p50_ms, "p95_ms": r.latency.p95_ms,
+                      "p99_ms": r.latency.p99_ms,
+                      "efficiency": r.efficiency.to_dict() if r.efficiency else None} for r in self.rows],
+            "ratios": [r.__dict__ for r in self.ratios], "skipped": self.skipped,
+            "hindsight_recorded_p95_ms": self.recorded_p95_ms,
+        }
+
+
+def ensure_same_host(profile: dict[str, Any], host: HostInfo, force: bool) -> None:
+    recorded = profile.get("host", {}).get("fingerprint")
+    if recorded != host.fingerprint and not force:
+        raise DriftError(f"profile was made on host {recorded}, this is {host.fingerprint}: its figures do not "
+                         "apply here (rerun autotune run, or pass --force)")
+
+
+def model_ref(profile: dict[str, Any], model_dir: Path | None) -> str:
+    return str(model_dir) if model_dir is not None else str(profile.get("model", {}).get("ref", "default"))
+
+
+def contenders(pool: EnginePool, profile: dict[str, Any], against: Sequence[str], ref: str
+               ) -> tuple[list[Contender], dict[str, str]]:
+    tuned = profile_config(profile)
+    out = [Contender("profile", tuned.label(), pool.engine(tuned).score, tuned)]
+    skipped: dict[str, str] = {}
+    for name in against:
+        if name not in REFERENCES:
+            raise OptionsError(f"unknown reference {name!r}; choose from {', '.join(REFERENCES)}")
+        if name == "ort-default":
+            out.append(Contender(name, "onnxruntime, batch 32, no sort, fp32, default threads",
+                                 pool.engine(BASELINE).score, BASELINE))
+            continue
+        try:
+            from autotune.runtime.torch_reference import hindsight_local
+
+            local = hindsight_local(ref, bucket_batching=name.endswith("bucket"))
+        except MissingDependencyError as exc:
+            skipped[name] = exc.message
+            continue
+        out.append(Contender(name, "sentence-transformers CrossEncoder.predict(batch_size=32) on PyTorch"
+                             + (", Hindsight's character bucket sort" if name.endswith("bucket") else ""),
+                             local.score))
+    return out, skipped
+
+
+def run_bench(profile: dict[str, Any], workload: Workload, host: HostInfo, *, against: Sequence[str],
+              rounds: int, force: bool = False, model_dir: Path | None = None) -> BenchResult:
+    if rounds < 1:
+        raise OptionsError(f"--rounds must be at least 1, got {rounds}")
+    ensure_same_host(profile, host, force)
+    ref = model_ref(profile, model_dir)
+    bundle = resolve_model(None if ref == "default" else Path(ref))
+    pool = EnginePool(bundle, has_vnni=host.has_vnni)
+    entrants, skipped = contenders(pool, profile, against, ref)
+    passes = interleaved([c.score for c in entrants], workload.queries, rounds)
+    dims = ModelDims.from_config(bundle.config)
+    rows = []
+    for c, p in zip(entrants, passes, strict=True):
+        medians = per_query_medians(p)
+        eff = None
+        if c.config is not None and dims is not None:
+            shape = replay(pool.engine(c.config), workload.queries)
+            eff = efficiency(dims, host, shape.lengths, medians, shape.real_tokens, shape.padded_tokens)
+        rows.append(Row(c.name, c.description, Latency.from_seconds(medians),
+                        [percentile(r, 95) * 1000.0 for r in p], eff))
+    ratios = []
+    for row in rows[1:]:
+        per_round = np.array(row.round_p95_ms) / np.array(rows[0].round_p95_ms)
+        ratios.append(Ratio(row.name, float(np.median(per_round)), float(per_round.min()), float(per_round.max())))
+    recorded = [q.extra["hindsight_rerank_s"] for q in workload.queries if "hindsight_rerank_s" in q.extra]
+    return BenchResult(rows, ratios, skipped, percentile(recorded, 95) * 1000.0 if recorded else None)

@@ -1,0 +1,102 @@
+"""Human-readable tables for the terminal. Pure functions of results: easy to test."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from autotune.host import HostInfo
+from autotune.search.finalists import SearchResult
+
+if TYPE_CHECKING:
+    from autotune.analysis.bench import BenchResult
+    from autotune.analysis.explain import ExplainResult
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def format_host(host: HostInfo) -> str:
+    isa = ", ".join(k for k, v in host.isa.items() if v) or "none of avx2/avx512/vnni/amx"
+    mib = 1024 * 1024
+    caches = ", ".join(f"{n} {b // mib if b >= mib else b // 1024} {'MiB' if b >= mib else 'KiB'}"
+                       for n, b in (("L2", host.l2_cache_bytes), ("L3", host.l3_cache_bytes)) if b)
+    return "\n".join([
+        f"cpu          {host.brand}",
+        f"isa          {isa}",
+        f"cores        physical {host.cores.physical}, logical {host.cores.logical}, usable {host.cores.usable}",
+        f"cache        {caches or 'unknown'}",
+        f"memory       {host.memory_bytes / 1024 ** 3:.1f} GiB",
+        f"onnxruntime  {host.onnxruntime}",
+        f"fingerprint  {host.fingerprint}",
+    ])
+
+
+def format_result(result: SearchResult) -> str:
+    base = result.baseline.latency.p95_ms
+    rows = []
+    for f in sorted(result.finalists, key=lambda f: f.latency.p95_ms):
+        tag = " (baseline: Hindsight default)" if f.is_baseline else ""
+        mark = "*" if f is result.winner else " "
+        parity = "ok" if f.parity is None or f.parity.passed else "FAIL"
+        rows.append([mark, f.config.label() + tag, f"{f.latency.p50_ms:.1f}", f"{f.latency.p95_ms:.1f}",
+                     f"{base / f.latency.p95_ms:.2f}x", parity])
+    out = ["Finalists, re-measured interleaved in this run:",
+           table(["", "configuration", "p50 ms", "p95 ms", "vs baseline", "parity"], rows)]
+    if result.rejected:
+        out += ["", f"Rejected by the parity gate ({len(result.rejected)}):"]
+        out += [f"  #{t.number} {t.config.label()}: {t.rejected}" for t in result.rejected[:10]]
+        if len(result.rejected) > 10:
+            out.append(f"  ... and {len(result.rejected) - 10} more (see the profile)")
+    pruned = sum(t.state == "pruned" for t in result.trials)
+    out += ["", f"{len(result.trials)} trials ({result.resumed_trials} resumed from an earlier run, {pruned} pruned, "
+                f"{len(result.rejected)} rejected)",
+            f"Chosen: {result.winner.config.label()} -> p95 {result.winner.latency.p95_ms:.1f} ms, "
+            f"{result.speedup_p95:.2f}x the baseline's p95 ({base:.1f} ms)"]
+    out += [f"warning: {w}" for w in result.warnings]
+    return "\n".join(out)
+
+
+def format_bench(result: BenchResult) -> str:
+    rows = [[r.name, f"{r.latency.p50_ms:.1f}", f"{r.latency.p95_ms:.1f}", f"{r.latency.p99_ms:.1f}",
+             r.description] for r in result.rows]
+    out = ["Per-query latency, contenders interleaved in this run (medians across rounds):",
+           table(["contender", "p50 ms", "p95 ms", "p99 ms", "what"], rows), ""]
+    out.append(table(["p95 ratio: reference / profile", "median", "min", "max"],
+                     [[r.reference, f"{r.median:.2f}x", f"{r.low:.2f}x", f"{r.high:.2f}x"] for r in result.ratios]))
+    effs = [(r.name, r.efficiency) for r in result.rows if r.efficiency is not None]
+    if effs:
+        out += ["", table(["efficiency", "useful GFLOP/s", "% of peak", "padded/real tokens"],
+                          [[n, f"{e.useful_gflops:.1f}",
+                            "unknown" if e.percent_of_peak is None else f"{e.percent_of_peak:.1f}%",
+                            f"{e.padding_overhead:.2f}"] for n, e in effs]),
+                f"assumptions: {result.assumptions}"]
+    if result.recorded_p95_ms is not None:
+        out.append(f"Hindsight's own reranking p95 when the workload was recorded: {result.recorded_p95_ms:.1f} ms "
+                   "(recorded there, not measured here)")
+    out += [f"skipped {name}: {why}" for name, why in result.skipped.items()]
+    return "\n".join(out)
+
+
+def format_explain(result: ExplainResult) -> str:
+    rows = [["baseline", "Hindsight default", "", f"{result.baseline_p95_ms:.1f}", "", "1.00x"]]
+    for step, cumulative in zip(result.steps, result.cumulative, strict=True):
+        rows.append([f"+ {step.knob}", step.config.label(), f"{step.before_p95_ms:.1f}", f"{step.p95_ms:.1f}",
+                     f"{step.ratio:.2f}x", f"{cumulative:.2f}x"])
+    out = ["Waterfall (each step measured interleaved with the one before, in a pair of its own):",
+           table(["step", "configuration", "p95 before", "p95 after", "incremental", "cumulative"], rows)]
+    if result.leave_one_out:
+        out += ["", "Leave one out (each knob reverted alone, interleaved with the winner):",
+                table(["reverted", "configuration", "winner p95", "reverted p95", "slowdown"],
+                      [[s.knob, s.config.label(), f"{s.before_p95_ms:.1f}", f"{s.p95_ms:.1f}", f"{1 / s.ratio:.2f}x"]
+                       for s in result.leave_one_out])]
+    most = result.most_important()
+    out.append("" if most is None else f"\nThe knob that mattered most: {most}")
+    if not result.steps:
+        out.append("The chosen configuration is the baseline: nothing to attribute.")
+    return "\n".join(out)

@@ -1,0 +1,15 @@
+"""One module per subcommand, each with `NAME`, `add_parser(sub)` and `run(args, out, err)`.
+
+This list is the one registry of command names; `autotune.cli` only parses and dispatches.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from autotune.commands import bench, check, compose, explain, probe, record, report, run, serve
+
+COMMANDS: dict[str, ModuleType] = {m.NAME: m for m in (probe, run, check, compose, serve, record, bench, explain,
+                                                        report)}
+
+__all__ = ["COMMANDS"]

@@ -1,0 +1,37 @@
+"""`autotune bench`: the profile against references, interleaved in one run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, TextIO
+
+from autotune.commands.argtypes import positive_int
+from autotune.errors import ExitStatus
+
+NAME = "bench"
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(NAME, help="the profile against references, interleaved in one run")
+    p.add_argument("--profile", type=Path, required=True)
+    p.add_argument("--workload", type=Path, required=True)
+    p.add_argument("--against", action="append", help="a reference (repeatable; `autotune bench --help` lists "
+                                                      "them; default: Hindsight's defaults for the target)")
+    p.add_argument("--rounds", type=positive_int, default=5)
+    p.add_argument("--model", type=Path, help="model directory, when the profile's is elsewhere here")
+    p.add_argument("--force", action="store_true", help="run even on a different host fingerprint")
+    p.add_argument("--json", action="store_true")
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from autotune.analysis.bench import run_bench
+    from autotune.analysis.summary import format_bench
+    from autotune.commands.inputs import profile_workload_host
+
+    profile, workload, host = profile_workload_host(args)
+    result = run_bench(profile, workload, host, against=args.against, rounds=args.rounds, force=args.force,
+                       model_dir=args.model)
+    print(json.dumps(result.to_dict(), indent=2) if args.json else format_bench(result), file=out)
+    return ExitStatus.OK

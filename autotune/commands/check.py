@@ -1,0 +1,33 @@
+"""`autotune check`: does this host still match a profile?"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, TextIO
+
+from autotune.errors import ExitStatus
+
+NAME = "check"
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(NAME, help="does this host still match a profile?")
+    p.add_argument("--profile", type=Path, required=True)
+    p.add_argument("--env-file", type=Path)
+    p.add_argument("--model", type=Path)
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from autotune.host import default_probe
+    from autotune.outputs.drift import check_profile
+    from autotune.outputs.profile import load_profile
+
+    profile = load_profile(args.profile)
+    drifts = check_profile(profile, default_probe().probe(), env_file=args.env_file, model_dir=args.model)
+    if not drifts:
+        print(f"ok: this host matches {args.profile}", file=out)
+        return ExitStatus.OK
+    for line in drifts:
+        print(f"drift: {line}", file=out)
+    return ExitStatus.DRIFT

@@ -1,0 +1,33 @@
+"""`autotune explain`: which knob bought what."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, TextIO
+
+from autotune.errors import ExitStatus
+
+NAME = "explain"
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(NAME, help="attribute the speedup to each knob")
+    p.add_argument("--profile", type=Path, required=True)
+    p.add_argument("--workload", type=Path, required=True)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--model", type=Path)
+    p.add_argument("--force", action="store_true")
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from autotune.analysis.explain import explain_profile, save_explain
+    from autotune.analysis.summary import format_explain
+    from autotune.commands.inputs import profile_workload_host
+
+    profile, workload, host = profile_workload_host(args)
+    result = explain_profile(profile, workload, host, rounds=args.rounds, force=args.force, model_dir=args.model)
+    print(format_explain(result), file=out)
+    save_explain(args.profile, profile, result, workload)
+    print(f"saved the waterfall into {args.profile} (autotune report draws it)", file=out)
+    return ExitStatus.OK

@@ -1,0 +1,63 @@
+"""`autotune record`: a workload from a running Hindsight's recall traces."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any, TextIO
+
+from autotune.errors import ExitStatus
+
+NAME = "record"
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(NAME, help="record a workload from a running Hindsight's recall traces")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--url", help="Hindsight API base URL, e.g. http://localhost:8888")
+    source.add_argument("--from-traces", type=Path, help="directory of saved recall responses (*.json)")
+    p.add_argument("--bank", help="memory bank id (with --url)")
+    p.add_argument("--queries", type=Path, help="text file, one query per line (with --url)")
+    p.add_argument("--budget", default="mid", help="comma-separated subset of low,mid,high")
+    p.add_argument("--api-key", help="or set HINDSIGHT_API_KEY; never printed or stored")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds per recall")
+    p.add_argument("--retries", type=int, default=2)
+    p.add_argument("-o", "--out", type=Path, required=True)
+    p.add_argument("--resume", action="store_true", help="append, skipping queries already recorded")
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from tqdm import tqdm
+
+    from autotune.errors import OptionsError
+    from autotune.workload.record import (
+        API_KEY_ENV,
+        parse_budgets,
+        read_queries,
+        record_from_server,
+        record_from_traces,
+    )
+
+    if args.from_traces is not None:
+        report = record_from_traces(args.from_traces, args.out, resume=args.resume)
+    else:
+        if not args.bank or not args.queries:
+            raise OptionsError("--url needs --bank and --queries")
+        queries = read_queries(args.queries)
+        budgets = parse_budgets(args.budget)
+        interactive = err.isatty() if hasattr(err, "isatty") else False
+
+        def progress(jobs):  # type: ignore[no-untyped-def]
+            return tqdm(jobs, file=err, unit="recall", disable=not interactive, leave=False)
+
+        report = record_from_server(args.url, args.bank, queries, budgets, args.out,
+                                    api_key=args.api_key or os.environ.get(API_KEY_ENV), resume=args.resume,
+                                    timeout_s=args.timeout, retries=args.retries, progress=progress)
+    print(f"recorded {report.written} recalls into {args.out}"
+          + (f" ({report.skipped_existing} already there)" if report.skipped_existing else ""), file=out)
+    for failure in report.failures:
+        print(f"skipped: {failure}", file=out)
+    if report.failures:
+        print(f"{len(report.failures)} failed; rerun with --resume to retry them", file=out)
+    return ExitStatus.OK if not report.failures else ExitStatus.UPSTREAM

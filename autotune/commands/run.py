@@ -1,0 +1,85 @@
+"""`autotune run`: search for the fastest configuration that passes parity, then write the outputs."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TextIO
+
+from autotune.commands.argtypes import finite_float, int_list, positive_int
+from autotune.errors import ExitStatus, OptionsError
+
+NAME = "run"
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(NAME, help="search for the fastest configuration that passes parity")
+    p.add_argument("--workload", type=Path, required=True, help="queries.jsonl")
+    p.add_argument("--model", type=Path, help="directory with model.onnx and tokenizer.json "
+                                              "(default: the embedded all-MiniLM-L6-v2)")
+    p.add_argument("--env-file", type=Path, default=Path(".env"))
+    p.add_argument("--profile-dir", type=Path, default=Path("profiles"))
+    p.add_argument("--name", help="profile name (default: derived from the host)")
+    p.add_argument("--compose-file", type=Path, default=Path("compose.autotune.yaml"))
+    p.add_argument("--no-compose", action="store_true", help="do not write the compose override")
+    p.add_argument("--tei-url", default=None, help="where Hindsight reaches `autotune serve`")
+    p.add_argument("--trials", type=int, default=30)
+    p.add_argument("--timeout", type=finite_float, default=None, help="seconds for the search")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeats", type=int, default=3, help="timed passes per trial")
+    p.add_argument("--final-rounds", type=int, default=3, help="interleaved rounds for the finalists")
+    p.add_argument("--batch-sizes", type=int_list, help="comma-separated (default 1,2,4,8,16,32,64)")
+    p.add_argument("--precisions", help="comma-separated subset of fp32,int8")
+    p.add_argument("--max-threads", type=positive_int, help="cap intra-op threads (default: usable cores)")
+    p.add_argument("--storage", help="Optuna storage URL (default: a journal file in the state dir)")
+    p.add_argument("--fresh", action="store_true", help="discard the stored study and start over")
+    for prec in ("fp32", "int8"):
+        p.add_argument(f"--{prec}-max-abs", type=finite_float, help=f"parity: max |Δscore| for {prec}")
+        p.add_argument(f"--{prec}-min-spearman", type=finite_float, help=f"parity: min Spearman rho for {prec}")
+        p.add_argument(f"--{prec}-min-topk", type=finite_float, help=f"parity: min top-k overlap for {prec}")
+
+
+def tolerances_from(args: argparse.Namespace) -> dict[str, object]:
+    from autotune.search.parity import FP32_TOLERANCE, INT8_TOLERANCE
+
+    out: dict[str, object] = {}
+    for prec, default in (("fp32", FP32_TOLERANCE), ("int8", INT8_TOLERANCE)):
+        given = {field: getattr(args, f"{prec}_{field}") for field in ("max_abs", "min_spearman", "min_topk")}
+        changes = {field: value for field, value in given.items() if value is not None}
+        for field, value in changes.items():
+            if value < 0 or (field != "max_abs" and value > 1):
+                raise OptionsError(f"--{prec}-{field.replace('_', '-')} out of range: {value}")
+        out[f"{prec}_tolerance"] = replace(default, **changes)
+    return out
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from autotune.analysis.summary import format_result
+    from autotune.commands.progress import TrialProgress
+    from autotune.outputs.profile import DEFAULT_TEI_URL
+    from autotune.search.space import SearchSettings
+    from autotune.search.tuner import RunOptions, tune
+
+    settings = SearchSettings(trials=args.trials, timeout_s=args.timeout, seed=args.seed, repeats=args.repeats,
+                              final_rounds=args.final_rounds, **tolerances_from(args))  # type: ignore[arg-type]
+    precisions = [p.strip() for p in args.precisions.split(",")] if args.precisions else None
+    opts = RunOptions(workload=args.workload, model=args.model, env_file=args.env_file,
+                      profile_dir=args.profile_dir, name=args.name, storage=args.storage, fresh=args.fresh,
+                      settings=settings, batch_sizes=args.batch_sizes, precisions=precisions,
+                      max_threads=args.max_threads, tei_url=args.tei_url or DEFAULT_TEI_URL,
+                      compose_file=None if args.no_compose else args.compose_file)
+    with TrialProgress(settings.trials, err) as progress:
+        outcome = tune(opts, progress=progress.update, on_stage=progress.stage)
+    print(format_result(outcome.result), file=out)
+    print(f"\nwrote {outcome.profile_path} (commit it)", file=out)
+    print(f"wrote {len(outcome.env.written_keys)} keys into the autotune block of {args.env_file}", file=out)
+    for key in outcome.env.user_keys_kept:
+        print(f"note: {key} is already set outside the autotune block; kept yours, not written", file=out)
+    if outcome.compose_path:
+        print(f"wrote {outcome.compose_path}: docker compose -f docker-compose.yaml -f {outcome.compose_path} up -d",
+              file=out)
+    if not outcome.bundle.trained_head:
+        print("note: the embedded default has a stand-in head: its latency is representative, its rankings "
+              "are not meaningful", file=out)
+    return ExitStatus.OK

@@ -1,0 +1,70 @@
+"""`autotune check`: does this host (and its `.env`) still match a profile?"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from autotune.host import HostInfo
+from autotune.outputs.envfile import managed_values
+from autotune.outputs.profile import env_keys, profile_config
+
+ADVICE = "rerun autotune run"
+CONFIG_KEYS = ("AUTOTUNE_BATCH_SIZE", "AUTOTUNE_INTRA_OP_THREADS", "AUTOTUNE_LENGTH_SORT", "AUTOTUNE_PRECISION",
+               "AUTOTUNE_MODEL")
+
+
+def check_profile(profile: dict[str, Any], host: HostInfo, *, env_file: Path | None = None,
+                  model_dir: Path | None = None) -> list[str]:
+    """One line per difference, each with advice. Empty means the profile applies here."""
+    drifts: list[str] = []
+    recorded = profile.get("host", {})
+    config = profile_config(profile)
+    isa = recorded.get("isa", {})
+    for flag, had in isa.items():
+        has = host.isa.get(flag, False)
+        if had and not has:
+            hint = f"profile chose {config.precision}" if config.precision == "int8" else "profile was tuned"
+            drifts.append(f"{hint} on a host with {flag}; this host has none: {ADVICE}")
+        elif has and not had:
+            drifts.append(f"this host has {flag}, which the profile's host lacked: {ADVICE} to use it")
+    usable = recorded.get("cores", {}).get("usable")
+    if usable is not None and usable != host.cores.usable:
+        drifts.append(f"profile was tuned with {usable} usable cores; this host has {host.cores.usable} "
+                      f"(affinity and cgroup quota): {ADVICE}")
+    if config.intra_op_threads > host.cores.usable:
+        drifts.append(f"profile uses {config.intra_op_threads} intra-op threads; only {host.cores.usable} "
+                      f"cores are usable here: {ADVICE}")
+    ort = recorded.get("onnxruntime")
+    if ort and ort != host.onnxruntime:
+        drifts.append(f"profile was measured with onnxruntime {ort}; this host has {host.onnxruntime}: {ADVICE}")
+    model = profile.get("model", {})
+    sha = _current_model_sha(model, model_dir)
+    if sha is not None and model.get("sha256") and sha != model["sha256"]:
+        drifts.append(f"model sha256 is {sha[:12]}, the profile's is {str(model['sha256'])[:12]}: {ADVICE}")
+    if env_file is not None:
+        drifts += _env_drift(profile, config, env_file)
+    return drifts
+
+
+def _current_model_sha(model: dict[str, Any], model_dir: Path | None) -> str | None:
+    from autotune.runtime.model import resolve_model
+
+    ref = model_dir if model_dir is not None else (None if model.get("ref", "default") == "default"
+                                                   else Path(model["ref"]))
+    return resolve_model(ref).sha256
+
+
+def _env_drift(profile: dict[str, Any], config: Any, env_file: Path) -> list[str]:
+    if not env_file.exists():
+        return [f"{env_file} does not exist: rerun autotune run"]
+    block = managed_values(env_file)
+    if not block:
+        return [f"{env_file} has no autotune block: rerun autotune run"]
+    want = env_keys(config, model=profile.get("model", {}).get("ref", "default"), tei_url="", tei_batch_size=0)
+    out = []
+    for key in CONFIG_KEYS:
+        value = want[key]
+        if key in block and block[key] != value:
+            out.append(f"{env_file}: {key} differs from the profile's configuration: rerun autotune run")
+    return out

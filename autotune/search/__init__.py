@@ -1,0 +1,1 @@
+"""What decides: the space, the study, the objective, parity, measurement, statistics and the tuner."""

@@ -1,0 +1,78 @@
+"""The end of a search: the best few re-measured interleaved with the baseline, then the choice."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import optuna
+from optuna.trial import TrialState
+
+from autotune.runtime.engine import EngineConfig
+from autotune.runtime.sessions import EnginePool
+from autotune.search.measure import interleaved
+from autotune.search.parity import ParityReport
+from autotune.search.space import SearchSpace
+from autotune.search.stats import Latency, noise_warnings, per_query_medians, percentile, relative_spread
+from autotune.search.study import TrialRecord, config_of, is_feasible
+from autotune.workload.queries import Workload
+
+
+@dataclass
+class Finalist:
+    config: EngineConfig
+    latency: Latency
+    round_p95_ms: list[float]
+    parity: ParityReport | None
+    is_baseline: bool = False
+
+
+@dataclass
+class SearchResult:
+    study_name: str
+    winner: Finalist
+    baseline: Finalist
+    finalists: list[Finalist]
+    trials: list[TrialRecord]
+    warnings: list[str] = field(default_factory=list)
+    resumed_trials: int = 0
+
+    @property
+    def speedup_p95(self) -> float:
+        return self.baseline.latency.p95_ms / self.winner.latency.p95_ms
+
+    @property
+    def rejected(self) -> list[TrialRecord]:
+        return [t for t in self.trials if t.rejected]
+
+
+def finalists_from(study: optuna.Study, space: SearchSpace, k: int) -> list[EngineConfig]:
+    feasible = [(t.value, t) for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                if is_feasible(t) and t.value is not None]
+    chosen: list[EngineConfig] = []
+    for _, t in sorted(feasible, key=lambda pair: pair[0]):
+        config = config_of(t)
+        if config not in chosen:
+            chosen.append(config)
+        if len(chosen) == k:
+            break
+    baseline = space.baseline()
+    return [baseline] + [c for c in chosen if c != baseline]
+
+
+def rerace(pool: EnginePool, workload: Workload, configs: Sequence[EngineConfig], rounds: int) -> list[Finalist]:
+    """Measure configurations interleaved (A B C A B C ...), rotating the order each round."""
+    passes = interleaved([pool.engine(c).score for c in configs], workload.queries, rounds)
+    out = []
+    for i, config in enumerate(configs):
+        medians = per_query_medians(passes[i])
+        rounds_p95 = [percentile(p, 95) * 1000.0 for p in passes[i]]
+        out.append(Finalist(config, Latency.from_seconds(medians), rounds_p95, None, is_baseline=(i == 0)))
+    return out
+
+
+def choose(finalists: list[Finalist]) -> tuple[Finalist, list[str]]:
+    ranked = sorted(finalists, key=lambda f: f.latency.p95_ms)
+    spreads = {f.config.label(): relative_spread(f.round_p95_ms) for f in finalists}
+    gap = (ranked[1].latency.p95_ms / ranked[0].latency.p95_ms - 1.0) if len(ranked) > 1 else None
+    return ranked[0], noise_warnings(spreads, gap)

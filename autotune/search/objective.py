@@ -1,0 +1,45 @@
+"""One trial: a parity pass that doubles as warm-up, then timed passes with pruning."""
+
+from __future__ import annotations
+
+import numpy as np
+import optuna
+
+from autotune.runtime.sessions import EnginePool
+from autotune.search.measure import measure, replay, warm_up
+from autotune.search.parity import compare
+from autotune.search.space import SearchSettings, SearchSpace
+from autotune.search.stats import per_query_medians, percentile
+from autotune.workload.queries import Workload
+
+
+class Objective:
+    """One trial: a parity pass that doubles as warm-up, then timed passes with pruning."""
+
+    def __init__(self, pool: EnginePool, workload: Workload, reference: list[np.ndarray],
+                 space: SearchSpace, settings: SearchSettings) -> None:
+        self.pool, self.workload, self.reference = pool, workload, reference
+        self.space, self.settings = space, settings
+
+    def __call__(self, trial: optuna.Trial) -> float:
+        config = self.space.suggest(trial)
+        engine = self.pool.engine(config)
+        warm_up(engine, self.workload.queries)
+        first = replay(engine, self.workload.queries, keep_scores=True)
+        report = compare(self.reference, first.scores, self.settings.tolerance(config.precision))
+        trial.set_user_attr("parity", report.to_dict())
+        trial.set_constraint("parity", report.violation)
+        if not report.passed:
+            trial.set_user_attr("rejected", report.reason())
+            return percentile(first.seconds, 95) * 1000.0  # infeasible: never chosen
+
+        def on_pass(step: int, passes: list[list[float]]) -> None:
+            trial.report(percentile(per_query_medians(passes), 95) * 1000.0, step)
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+
+        passes = measure(engine, self.workload.queries, self.settings.repeats, on_pass)
+        medians = per_query_medians(passes)
+        trial.set_user_attr("per_query_median_ms", [round(m * 1000.0, 4) for m in medians])
+        trial.set_user_attr("padding_overhead", first.padded_tokens / max(first.real_tokens, 1))
+        return percentile(medians, 95) * 1000.0

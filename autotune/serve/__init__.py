@@ -1,0 +1,1 @@
+"""The TEI-compatible reranker server."""

@@ -1,0 +1,312 @@
+"""`autotune serve`: a text-embeddings-inference-compatible /rerank server.
+
+Hindsight's `tei` reranker provider is how a tuned ONNX configuration reaches an unmodified
+Hindsight. The thread count was tuned for one inference at a time, so inference runs on one
+worker thread behind a bounded queue; past the queue the answer is 429 Overloaded, which
+Hindsight's client retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+import time
+from collections.abc import AsyncIterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from autotune import __version__
+from autotune.errors import OptionsError
+from autotune.outputs.profile import load_profile, profile_config
+from autotune.runtime.engine import EngineConfig, RerankEngine
+from autotune.runtime.model import ModelBundle, resolve_model
+from autotune.runtime.sessions import EnginePool
+from autotune.runtime.tokenize import PairTokenizer
+
+STATUS = {"Empty": 400, "Validation": 413, "Tokenizer": 422, "Backend": 424, "Overloaded": 429, "Unhealthy": 503}
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    config: EngineConfig
+    model: str = "default"
+    max_client_batch_size: int = 1024
+    max_queue: int = 16
+    max_body_bytes: int = 8 * 1024 * 1024
+    auto_truncate: bool = True
+    raw_scores_default: bool = False  # true for Hindsight <= 0.6.2, which applies sigmoid itself
+
+
+def settings_from_profile(path: Path) -> ServeSettings:
+    data = load_profile(path)
+    return ServeSettings(config=profile_config(data), model=str(data.get("model", {}).get("ref", "default")))
+
+
+def settings_from_env(env: Mapping[str, str]) -> ServeSettings:
+    """The AUTOTUNE_* keys of a `.env` (or the container environment it was loaded into)."""
+    def get(key: str, default: str | None = None) -> str:
+        value = env.get(key, default)
+        if value is None or value == "":
+            raise OptionsError(f"{key} is not set: pass --profile, or an --env-file written by `autotune run`")
+        return value
+
+    def integer(key: str, default: str | None = None) -> int:
+        try:
+            return int(get(key, default))
+        except ValueError:
+            raise OptionsError(f"{key} must be an integer, got {env.get(key)!r}") from None
+
+    return ServeSettings(
+        config=EngineConfig(batch_size=integer("AUTOTUNE_BATCH_SIZE"),
+                            intra_op_threads=integer("AUTOTUNE_INTRA_OP_THREADS"),
+                            length_sort=get("AUTOTUNE_LENGTH_SORT").lower() in ("true", "1"),
+                            precision=get("AUTOTUNE_PRECISION")),
+        model=get("AUTOTUNE_MODEL", "default"),
+        max_client_batch_size=integer("AUTOTUNE_MAX_CLIENT_BATCH_SIZE", "1024"),
+        max_queue=integer("AUTOTUNE_MAX_QUEUE", "16"),
+        raw_scores_default=env.get("AUTOTUNE_RAW_SCORES", "false").lower() in ("true", "1"),
+    )
+
+
+class ApiError(Exception):
+    def __init__(self, error_type: str, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.error_type, self.message = error_type, message
+        self.status = status or STATUS[error_type]
+
+    def response(self) -> JSONResponse:
+        return JSONResponse({"error": self.message, "error_type": self.error_type}, status_code=self.status)
+
+
+class Metrics:
+    """TEI's metric names, in a registry of the app's own (several apps can live in one process)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.duration = Histogram("te_request_duration", "Request duration (s)", registry=r)
+        self.tokenization = Histogram("te_request_tokenization_duration", "Tokenization (s)", registry=r)
+        self.queue = Histogram("te_request_queue_duration", "Time queued (s)", registry=r)
+        self.inference = Histogram("te_request_inference_duration", "Inference (s)", registry=r)
+        self.queue_size = Gauge("te_queue_size", "Requests waiting or running", registry=r)
+        self.count = Counter("te_request_count", "Requests", ["method"], registry=r)
+        self.success = Counter("te_request_success", "Successful requests", ["method"], registry=r)
+        self.failure = Counter("te_request_failure", "Failed requests", ["err"], registry=r)
+
+
+class RerankService:
+    """Loads the model off the event loop, then serializes inference on one thread."""
+
+    def __init__(self, settings: ServeSettings, *, bundle: ModelBundle | None = None, has_vnni: bool | None = None):
+        self.settings = settings
+        self._bundle = bundle
+        self._has_vnni = has_vnni
+        self.pool: EnginePool | None = None
+        self.engine: RerankEngine | None = None
+        self.ready = threading.Event()
+        self.load_error: str | None = None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="autotune-infer")
+        self._in_flight = 0
+        self._tokenizers: dict[tuple[str, bool], PairTokenizer] = {}
+        self.metrics = Metrics()
+
+    def load(self) -> None:
+        try:
+            if self._has_vnni is None:
+                from autotune.host import default_probe
+
+                self._has_vnni = default_probe().probe().has_vnni
+            bundle = self._bundle or resolve_model(None if self.settings.model == "default"
+                                                   else Path(self.settings.model))
+            self.pool = EnginePool(bundle, has_vnni=self._has_vnni)
+            self.engine = self.pool.engine(self.settings.config)
+            for _ in range(2):  # warm up: arenas, thread pool
+                self.engine.score("warm up", ["autotune warm-up document"] * self.settings.config.batch_size)
+            self.ready.set()
+        except Exception as exc:  # reported by /health and /info, never a crash
+            self.load_error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+    def tokenizer(self, direction: str, truncate: bool) -> PairTokenizer:
+        assert self.pool is not None
+        key = (direction, truncate)
+        if key == ("right", True):
+            return self.pool.tokenizer
+        if key not in self._tokenizers:
+            b = self.pool.bundle
+            self._tokenizers[key] = PairTokenizer(b.tokenizer_path, b.max_length, direction=direction,
+                                                  truncate=truncate)
+        return self._tokenizers[key]
+
+    def info(self) -> dict[str, Any]:
+        bundle = self.pool.bundle if self.pool else None
+        cfg = self.settings.config
+        return {
+            "model_id": bundle.name if bundle else self.settings.model,
+            "model_sha": bundle.sha256 if bundle else None,
+            "model_dtype": "float32" if cfg.precision == "fp32" else "int8",
+            "served_model_name": bundle.name if bundle else self.settings.model,
+            "model_type": {"reranker": {"id2label": {"0": "LABEL_0"}, "label2id": {"LABEL_0": 0}}},
+            "prompts": None, "default_prompt_name": None, "default_prompt": None,
+            "max_concurrent_requests": self.settings.max_queue,
+            "max_input_length": bundle.max_length if bundle else None,
+            "max_batch_tokens": (bundle.max_length if bundle else 512) * cfg.batch_size,
+            "max_batch_requests": None,
+            "max_client_batch_size": self.settings.max_client_batch_size,
+            "auto_truncate": self.settings.auto_truncate,
+            "tokenization_workers": 1,
+            "version": __version__,
+            "sha": None, "docker_label": None,
+            "autotune": {"config": cfg.to_dict()},
+        }
+
+    async def rerank(self, query: str, texts: list[str], *, truncate: bool, direction: str,
+                     raw: bool) -> tuple[np.ndarray, dict[str, float]]:
+        if self._in_flight >= self.settings.max_queue:
+            raise ApiError("Overloaded", "Model is overloaded")
+        self._in_flight += 1
+        self.metrics.queue_size.set(self._in_flight)
+        enqueued = time.perf_counter()
+        try:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._executor, self._score, query, texts, truncate, direction, raw,
+                                              enqueued)
+        finally:
+            self._in_flight -= 1
+            self.metrics.queue_size.set(self._in_flight)
+
+    def _score(self, query: str, texts: list[str], truncate: bool, direction: str, raw: bool,
+               enqueued: float) -> tuple[np.ndarray, dict[str, float]]:
+        started = time.perf_counter()
+        tok = self.tokenizer(direction, truncate)
+        if not truncate:
+            too_long = max(len(e.ids) for e in tok.encode(query, texts))
+            if too_long > tok.max_length:
+                raise ApiError("Validation", f"`inputs` must have less than {tok.max_length} tokens. "
+                                             f"Given: {too_long}")
+        assert self.engine is not None  # requests are refused until load() has set it
+        result = self.engine.score(query, texts, tokenizer=tok)
+        timing = {"queue": started - enqueued, "tokenization": result.tokenize_s, "inference": result.inference_s}
+        return (result.raw if raw else result.scores), timing
+
+
+def _parse_rerank(body: bytes) -> dict[str, Any]:
+    try:
+        req = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError("Validation", f"Failed to parse the request body as JSON: {exc}", 400) from exc
+    if not isinstance(req, dict):
+        raise ApiError("Validation", "expected a JSON object", 422)
+    query, texts = req.get("query"), req.get("texts")
+    if not isinstance(query, str):
+        raise ApiError("Validation", "missing field `query` (a string)", 422)
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise ApiError("Validation", "missing field `texts` (a list of strings)", 422)
+    for name in ("truncate", "raw_scores", "return_text"):
+        if req.get(name) is not None and not isinstance(req[name], bool):
+            raise ApiError("Validation", f"`{name}` must be a boolean", 422)
+    direction = req.get("truncation_direction") or "Right"
+    if direction not in ("Right", "Left"):
+        raise ApiError("Validation", "`truncation_direction` must be Right or Left", 422)
+    return {**req, "truncation_direction": direction.lower()}
+
+
+def create_app(service: RerankService, *, load_in_background: bool = True) -> Starlette:
+    m = service.metrics
+
+    async def rerank(request: Request) -> Response:
+        started = time.perf_counter()
+        m.count.labels(method="batch").inc()
+        try:
+            if not service.ready.is_set():
+                raise ApiError("Unhealthy", service.load_error or "model is loading")
+            declared = request.headers.get("content-length")
+            if declared and declared.isdigit() and int(declared) > service.settings.max_body_bytes:
+                raise ApiError("Validation", "request body is too large", 413)
+            body = await request.body()
+            if len(body) > service.settings.max_body_bytes:
+                raise ApiError("Validation", "request body is too large", 413)
+            req = _parse_rerank(body)
+            texts: list[str] = req["texts"]
+            if not texts:
+                raise ApiError("Empty", "`texts` cannot be empty")
+            if len(texts) > service.settings.max_client_batch_size:
+                raise ApiError("Validation", f"batch size {len(texts)} > maximum allowed batch size "
+                                             f"{service.settings.max_client_batch_size}", 422)
+            truncate = service.settings.auto_truncate if req.get("truncate") is None else req["truncate"]
+            scores, timing = await service.rerank(req["query"], texts, truncate=truncate,
+                                                  direction=req["truncation_direction"],
+                                                  raw=service.settings.raw_scores_default
+                                                  if req.get("raw_scores") is None else req["raw_scores"])
+            if not np.isfinite(scores).all():
+                raise ApiError("Backend", "the model produced a non-finite score for this input")
+        except ApiError as err:
+            m.failure.labels(err=err.error_type.lower()).inc()
+            return err.response()
+        except Exception as exc:  # the engine failed on this input: report, stay healthy
+            m.failure.labels(err="backend").inc()
+            return ApiError("Backend", str(exc).splitlines()[0] if str(exc) else type(exc).__name__).response()
+        order = sorted(range(len(texts)), key=lambda i: (-scores[i], i))
+        with_text = bool(req.get("return_text", False))
+        ranks = [{"index": i, "score": float(scores[i]), **({"text": texts[i]} if with_text else {})} for i in order]
+        m.queue.observe(timing["queue"])
+        m.tokenization.observe(timing["tokenization"])
+        m.inference.observe(timing["inference"])
+        m.duration.observe(time.perf_counter() - started)
+        m.success.labels(method="batch").inc()
+        return JSONResponse(ranks, headers={"x-inference-time": str(int(timing["inference"] * 1000)),
+                                            "x-queue-time": str(int(timing["queue"] * 1000))})
+
+    async def info(request: Request) -> Response:
+        return JSONResponse(service.info())
+
+    async def health(request: Request) -> Response:
+        if service.ready.is_set():
+            return Response(status_code=200)
+        return ApiError("Unhealthy", service.load_error or "model is loading").response()
+
+    async def metrics(request: Request) -> Response:
+        return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if load_in_background:
+            threading.Thread(target=service.load, name="autotune-load", daemon=True).start()
+        yield
+
+    return Starlette(routes=[Route("/rerank", rerank, methods=["POST"]), Route("/info", info),
+                             Route("/health", health), Route("/metrics", metrics)], lifespan=lifespan)
+
+
+def resolve_settings(profile: Path | None, env_file: Path | None,
+                     environ: Mapping[str, str] | None = None) -> ServeSettings:
+    """--profile wins; else the AUTOTUNE_* keys of --env-file, overridden by the environment."""
+    if profile is not None:
+        return settings_from_profile(profile)
+    merged: dict[str, str] = {}
+    if env_file is not None:
+        from autotune.outputs.envfile import parse_env, read_text_exact
+
+        if not env_file.exists():
+            raise OptionsError(f"env file {env_file} does not exist")
+        merged.update(parse_env(read_text_exact(env_file)))
+    merged.update({k: v for k, v in (os.environ if environ is None else environ).items() if k.startswith("AUTOTUNE_")})
+    return settings_from_env(merged)
+
+
+def serve(settings: ServeSettings, host: str, port: int) -> None:
+    import uvicorn
+
+    uvicorn.run(create_app(RerankService(settings)), host=host, port=port, log_level="warning",
+                limit_concurrency=settings.max_queue * 8)

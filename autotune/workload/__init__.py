@@ -1,0 +1,1 @@
+"""The recorded workload: its format and reader, and `record` from a running Hindsight."""

@@ -1,0 +1,244 @@
+"""`autotune record`: rebuild the reranker's exact inputs from Hindsight recall traces.
+
+A recall with `"trace": true` lists the scored candidates (`trace.reranked[]`) and, per
+retrieval arm, each candidate's context and event date (`trace.retrieval_results[].results[]`).
+The document string is rebuilt the way Hindsight's CrossEncoderReranker builds it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from autotune.errors import OptionsError, UpstreamError, WorkloadError
+from autotune.workload.queries import parse_line
+
+API_KEY_ENV = "HINDSIGHT_API_KEY"
+BUDGETS = ("low", "mid", "high")
+
+
+def render_document(text: str, context: str | None, event_date: str | None) -> str:
+    """`[Date: June 05, 2022 (2022-06-05)] context: text`, as Hindsight renders a candidate.
+
+    Hindsight dates by the memory's occurred_start; traces expose `event_date`, whose
+    date part is used here (a memory with only mentioned_at may differ: see README).
+    """
+    doc = f"{context}: {text}" if context else text
+    day = _date_part(event_date)
+    if day is not None:
+        doc = f"[Date: {day:%B %d, %Y} ({day:%Y-%m-%d})] {doc}"
+    return doc
+
+
+def _date_part(value: str | None) -> dt.date | None:
+    if not value or not isinstance(value, str):
+        return None
+    try:
+        return dt.date.fromisoformat(value[:10])
+    except ValueError:
+        return None
+
+
+def line_from_recall(response: dict[str, Any], *, budget: str | None, version: str | None) -> dict[str, Any]:
+    """One queries.jsonl object from one recall response (or a bare trace)."""
+    trace = response.get("trace", response)
+    if not isinstance(trace, dict) or not isinstance(trace.get("reranked"), list):
+        raise ValueError("response has no trace.reranked (was the recall made with \"trace\": true?)")
+    query = (trace.get("query") or {}).get("query_text")
+    if not isinstance(query, str) or not query.strip():
+        raise ValueError("trace.query.query_text is missing")
+    details: dict[str, dict[str, Any]] = {}
+    for arm in trace.get("retrieval_results") or []:
+        for hit in (arm or {}).get("results") or []:
+            if isinstance(hit, dict) and hit.get("node_id") is not None:
+                seen = details.setdefault(str(hit["node_id"]), {})
+                for key in ("context", "event_date"):
+                    if hit.get(key) and not seen.get(key):
+                        seen[key] = hit[key]
+    documents, node_ids, scores = [], [], []
+    for cand in trace["reranked"]:
+        node = str(cand.get("node_id"))
+        extra = details.get(node, {})
+        documents.append(render_document(str(cand.get("text") or ""), extra.get("context"), extra.get("event_date")))
+        node_ids.append(node)
+        scores.append((cand.get("score_components") or {}).get("cross_encoder_score"))
+    if not documents:
+        raise ValueError("trace.reranked is empty: nothing was reranked for this query")
+    line: dict[str, Any] = {"query": query, "documents": documents, "budget": budget, "node_ids": node_ids,
+                            "candidates": len(documents)}
+    rerank_s = [m.get("duration_seconds") for m in (trace.get("summary") or {}).get("phase_metrics") or []
+                if isinstance(m, dict) and (m.get("phase_name") or m.get("phase")) == "reranking"]
+    if rerank_s and rerank_s[0] is not None:
+        line["hindsight_rerank_s"] = float(rerank_s[0])
+    if any(s is not None for s in scores):
+        line["hindsight_scores"] = scores
+    if version:
+        line["hindsight_version"] = version
+    parse_line(json.dumps(line, ensure_ascii=False), 0)  # what we write, `autotune run` accepts
+    return line
+
+
+@dataclass
+class RecordReport:
+    written: int = 0
+    skipped_existing: int = 0
+    failures: list[str] = field(default_factory=list)
+
+
+class JsonlAppender:
+    """Line-by-line output that survives an interruption: each line is flushed and fsynced."""
+
+    def __init__(self, path: Path, *, resume: bool) -> None:
+        self.path = path
+        if path.exists() and not resume:
+            raise OptionsError(f"{path} exists: pass --resume to continue it, or choose another -o")
+        self.done: set[tuple[str, str | None]] = set()
+        if resume and path.exists():
+            self._truncate_partial_last_line()
+            for raw in path.read_text(encoding="utf-8").splitlines():
+                if raw.strip():
+                    obj = json.loads(raw)
+                    self.done.add((obj.get("query"), obj.get("budget")))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - held for line-by-line appends
+        except OSError as exc:
+            raise OptionsError(f"cannot write {path}: {exc.strerror}") from exc
+
+    def _truncate_partial_last_line(self) -> None:
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            self.path.write_bytes(data[: data.rfind(b"\n") + 1])
+
+    def append(self, obj: dict[str, Any]) -> None:
+        self._fh.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def read_queries(path: Path) -> list[str]:
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise WorkloadError(f"cannot read queries from {path}: {exc}") from exc
+    queries = [ln.strip() for ln in lines if ln.strip()]
+    if not queries:
+        raise WorkloadError(f"{path} has no queries (one per line)")
+    return queries
+
+
+def parse_budgets(text: str) -> list[str]:
+    budgets = [b.strip() for b in text.split(",") if b.strip()]
+    bad = [b for b in budgets if b not in BUDGETS]
+    if not budgets or bad:
+        raise OptionsError(f"--budget takes a comma-separated subset of {','.join(BUDGETS)}")
+    return budgets
+
+
+def record_from_server(url: str, bank: str, queries: Sequence[str], budgets: Sequence[str], out: Path, *,
+                       api_key: str | None, resume: bool = False, timeout_s: float = 30.0, retries: int = 2,
+                       progress: Callable[[Iterable[Any]], Iterable[Any]] = iter) -> RecordReport:
+    import httpx
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    report = RecordReport()
+    writer = JsonlAppender(out, resume=resume)
+    base = url.rstrip("/")
+    try:
+        with httpx.Client(base_url=base, headers=headers, timeout=timeout_s) as client:
+            version = _version(client)
+            jobs = [(n, q, b) for n, q in enumerate(queries, start=1) for b in budgets]
+            for number, query, budget in progress(jobs):
+                if (query, budget) in writer.done:
+                    report.skipped_existing += 1
+                    continue
+                try:
+                    response = _post_with_retry(client, f"/v1/default/banks/{bank}/memories/recall",
+                                                {"query": query, "budget": budget, "trace": True}, retries)
+                    writer.append(line_from_recall(response, budget=budget, version=version))
+                    report.written += 1
+                except (UpstreamError, ValueError) as exc:
+                    report.failures.append(f"query #{number} ({budget}): {exc}")
+    finally:
+        writer.close()
+    if report.written == 0 and report.skipped_existing == 0 and report.failures:
+        raise UpstreamError(f"every recall failed; first: {report.failures[0]}")
+    return report
+
+
+def _version(client: Any) -> str | None:
+    import httpx
+
+    try:
+        resp = client.get("/version")
+        if resp.status_code != 200:
+            return None
+        try:
+            body = resp.json()
+        except ValueError:
+            return resp.text.strip()[:40] or None
+        if isinstance(body, dict):
+            return str(body.get("version") or body.get("api_version") or "") or None
+        return str(body)[:40]
+    except httpx.HTTPError:
+        return None
+
+
+def _post_with_retry(client: Any, path: str, body: dict[str, Any], retries: int) -> dict[str, Any]:
+    import httpx
+
+    delay = 0.5
+    for attempt in range(retries + 1):
+        try:
+            resp = client.post(path, json=body)
+        except httpx.TimeoutException:
+            problem = "timed out"
+        except httpx.TransportError as exc:
+            problem = f"connection failed ({type(exc).__name__})"
+        else:
+            if resp.status_code == 200:
+                try:
+                    return resp.json()
+                except ValueError as exc:
+                    raise UpstreamError("response is not JSON") from exc
+            if resp.status_code in (401, 403):
+                raise UpstreamError(f"HTTP {resp.status_code}: check the API key")
+            problem = f"HTTP {resp.status_code}"
+            if resp.status_code < 500 and resp.status_code != 429:
+                raise UpstreamError(problem)
+        if attempt < retries:
+            time.sleep(delay)
+            delay *= 2
+    raise UpstreamError(f"{problem} after {retries + 1} attempts")
+
+
+def record_from_traces(directory: Path, out: Path, *, resume: bool = False) -> RecordReport:
+    if not Path(directory).is_dir():
+        raise OptionsError(f"trace directory {directory} does not exist")
+    report = RecordReport()
+    writer = JsonlAppender(out, resume=resume)
+    try:
+        for path in sorted(Path(directory).glob("*.json")):
+            try:
+                response = json.loads(path.read_text(encoding="utf-8"))
+                budget = response.get("budget") if isinstance(response.get("budget"), str) else None
+                line = line_from_recall(response, budget=budget, version=None)
+                if (line["query"], budget) in writer.done:
+                    report.skipped_existing += 1
+                    continue
+                writer.append(line)
+                report.written += 1
+            except (ValueError, UnicodeDecodeError, AttributeError) as exc:
+                report.failures.append(f"{path.name}: {exc}")
+    finally:
+        writer.close()
+    return report

@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+import io
+from dataclasses import replace
+
+import pytest
+
+from autotune.analysis.bench import run_bench
+from autotune.cli import main
+from autotune.errors import DriftError, ExitStatus
+from autotune.host import HostProbe
+from autotune.runtime.engine import EngineConfig
+from autotune.workload.queries import load_workload
+from tests.helpers import profile_for
+
+TUNED = EngineConfig(batch_size=2, intra_op_threads=1, length_sort=True, precision="fp32")
+
+
+@pytest.fixture(scope="module")
+def host():
+    return HostProbe().probe()
+
+
+def test_bench_interleaves_and_reports_ratios(tiny_model_dir, workload_file, host):
+    profile = profile_for(host, TUNED, tiny_model_dir)
+    result = run_bench(profile, load_workload(workload_file), host, against=["ort-default", "hindsight-local"],
+                       rounds=2)
+    assert [r.name for r in result.rows] == ["profile", "ort-default"]
+    assert "embedded default model only" in result.skipped["hindsight-local"]
+    ratio = result.ratios[0]
+    assert ratio.reference == "ort-default" and ratio.low <= ratio.median <= ratio.high
+    assert all(len(r.round_p95_ms) == 2 for r in result.rows)
+    eff = result.rows[0].efficiency
+    assert eff is not None and eff.useful_gflops > 0 and eff.padding_overhead >= 1.0
+    baseline_eff = result.rows[1].efficiency
+    assert baseline_eff is not None and baseline_eff.padding_overhead > eff.padding_overhead  # sorted, small batches
+
+
+def test_bench_refuses_another_hosts_profile(tiny_model_dir, workload_file, host):
+    other = replace(host, onnxruntime="0.0.1")
+    profile = profile_for(other, TUNED, tiny_model_dir)
+    with pytest.raises(DriftError, match="--force"):
+        run_bench(profile, load_workload(workload_file), host, against=["ort-default"], rounds=1)
+    assert run_bench(profile, load_workload(workload_file), host, against=["ort-default"], rounds=1, force=True)
+
+
+def test_bench_and_explain_cli(tmp_path, tiny_model_dir, workload_file, host):
+    from autotune.outputs.profile import load_profile, write_profile
+
+    path = write_profile(tmp_path, "p", profile_for(host, TUNED, tiny_model_dir))
+    out = io.StringIO()
+    assert main(["bench", "--profile", str(path), "--workload", str(workload_file), "--rounds", "2",
+                 "--against", "ort-default"], stdout=out) == ExitStatus.OK
+    assert "p95 ratio" in out.getvalue() and "% of peak" in out.getvalue() and "assumptions:" in out.getvalue()
+    out = io.StringIO()
+    assert main(["explain", "--profile", str(path), "--workload", str(workload_file), "--rounds", "1"],
+                stdout=out) == ExitStatus.OK
+    text = out.getvalue()
+    assert "+ batch_size" in text and "+ intra_op_threads" in text and "+ length_sort" in text
+    assert "+ precision" not in text and "The knob that mattered most:" in text
+    saved = load_profile(path)["explain"]
+    assert [s["knob"] for s in saved["waterfall"]] == ["batch_size", "intra_op_threads", "length_sort"]
+    assert len(saved["leave_one_out"]) == 3

@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from autotune.analysis.explain import ExplainResult, Step, explain
+from autotune.runtime.engine import BASELINE, EngineConfig
+from autotune.runtime.model import load_model_dir
+from autotune.runtime.sessions import EnginePool
+from autotune.workload.queries import load_workload
+
+
+def test_waterfall_order_and_leave_one_out(tiny_model_dir, workload_file):
+    pool = EnginePool(load_model_dir(tiny_model_dir), has_vnni=False)
+    winner = EngineConfig(batch_size=4, intra_op_threads=1, length_sort=False, precision="int8")
+    result = explain(pool, load_workload(workload_file), BASELINE, winner, rounds=1)
+    assert [s.knob for s in result.steps] == ["batch_size", "intra_op_threads", "precision"]
+    assert result.steps[-1].config == winner
+    assert [s.config for s in result.leave_one_out] == [
+        EngineConfig(32, 1, False, "int8"), EngineConfig(4, 0, False, "int8"), EngineConfig(4, 1, False, "fp32")]
+    assert len(result.cumulative) == 3
+
+
+def test_cumulative_and_most_important():
+    c = BASELINE
+    result = ExplainResult(100.0, [Step("batch_size", c, 50.0, 100.0), Step("precision", c, 40.0, 50.0)], [])
+    assert result.cumulative == [2.0, 2.5]
+    assert result.most_important() == "batch_size"
+    assert result.to_dict()["most_important"] == "batch_size"

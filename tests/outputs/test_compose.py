@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from autotune.outputs.compose import compose_override, write_compose
+
+HINDSIGHT_LIKE = """
+services:
+  db:
+    image: pgvector/pgvector:pg18
+    networks: [hindsight-net]
+  hindsight:
+    image: ghcr.io/vectorize-io/hindsight:latest
+    environment:
+      - HINDSIGHT_API_RERANKER_PROVIDER=${HINDSIGHT_API_RERANKER_PROVIDER:-local}
+    depends_on: [db]
+    networks: [hindsight-net]
+networks:
+  hindsight-net:
+    driver: bridge
+"""
+
+
+def test_override_structure(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = write_compose(Path("compose.autotune.yaml"), profile_dir=Path("profiles"), env_file=Path(".env"))
+    data = yaml.safe_load(path.read_text())
+    reranker = data["services"]["reranker"]
+    assert reranker["command"][:4] == ["autotune", "serve", "--host", "0.0.0.0"]
+    assert reranker["env_file"] == [".env"]
+    assert "./profiles:/app/profiles:ro" in reranker["volumes"]
+    assert any(v.endswith(":/cache") for v in reranker["volumes"])
+    assert reranker["networks"] == ["hindsight-net"] and "hindsight-net" in data["networks"]
+    hindsight = data["services"]["hindsight"]
+    assert hindsight["env_file"] == [".env"]  # a .env alone only feeds ${...} substitutions
+    assert hindsight["depends_on"]["reranker"]["condition"] == "service_healthy"
+    assert set(yaml.safe_load(HINDSIGHT_LIKE)["services"]) & set(data["services"]) == {"hindsight"}
+
+
+def test_service_name_is_configurable():
+    data = compose_override(profile_dir=Path("profiles"), env_file=Path(".env"), hindsight_service="api")
+    assert "api" in data["services"] and "hindsight" not in data["services"]
+
+
+def _compose_cli() -> list[str] | None:
+    if shutil.which("docker"):
+        probe = subprocess.run(["docker", "compose", "version"], capture_output=True)
+        if probe.returncode == 0:
+            return ["docker", "compose"]
+    return ["docker-compose"] if shutil.which("docker-compose") else None
+
+
+@pytest.mark.skipif(_compose_cli() is None, reason="no docker compose plugin here; structure is checked above")
+def test_docker_compose_accepts_the_override(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("docker-compose.yaml").write_text(HINDSIGHT_LIKE)
+    Path(".env").write_text("HINDSIGHT_API_RERANKER_PROVIDER=tei\n")
+    Path("profiles").mkdir()
+    write_compose(Path("compose.autotune.yaml"), profile_dir=Path("profiles"), env_file=Path(".env"))
+    cli = _compose_cli()
+    assert cli is not None
+    result = subprocess.run([*cli, "-f", "docker-compose.yaml", "-f", "compose.autotune.yaml", "config"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    merged = yaml.safe_load(result.stdout)
+    assert merged["services"]["hindsight"]["environment"]["HINDSIGHT_API_RERANKER_PROVIDER"] == "tei"

@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+import pytest
+
+from autotune.errors import OptionsError
+from autotune.outputs.profile import (
+    SCHEMA,
+    check_name,
+    env_keys,
+    load_profile,
+    profile_config,
+    profile_name,
+    tei_batch_size,
+    write_profile,
+)
+from autotune.runtime.engine import EngineConfig
+
+CONFIG = EngineConfig(batch_size=4, intra_op_threads=2, length_sort=True, precision="int8")
+
+
+def test_env_keys_use_hindsight_spellings_and_are_never_empty():
+    keys = env_keys(CONFIG, model="default", tei_url="http://reranker:8080", tei_batch_size=300)
+    assert keys["AUTOTUNE_LENGTH_SORT"] == "true" and keys["HINDSIGHT_API_RERANKER_PROVIDER"] == "tei"
+    assert env_keys(EngineConfig(1, 0, False, "fp32"), model="m", tei_url="u",
+                    tei_batch_size=1)["AUTOTUNE_LENGTH_SORT"] == "false"
+    assert all(v for v in keys.values())
+
+
+def test_tei_batch_size_follows_caps():
+    assert tei_batch_size({}, 50) == 300
+    assert tei_batch_size({"HINDSIGHT_API_RERANKER_MAX_CANDIDATES_MID": "450"}, 50) == 450
+    assert tei_batch_size({"HINDSIGHT_API_RERANKER_MAX_CANDIDATES": ""}, 700) == 700
+
+
+def test_round_trip_and_bad_profiles(tmp_path):
+    path = write_profile(tmp_path, "p", {"schema": SCHEMA, "config": CONFIG.to_dict()})
+    assert profile_config(load_profile(path)) == CONFIG
+    (tmp_path / "old.yaml").write_text("schema: 0\nconfig: {}\n")
+    with pytest.raises(OptionsError, match="not an autotune profile"):
+        load_profile(tmp_path / "old.yaml")
+    with pytest.raises(OptionsError, match="does not exist"):
+        load_profile(tmp_path / "missing.yaml")
+    with pytest.raises(OptionsError, match="incomplete"):
+        profile_config({"config": {"batch_size": 4}})
+
+
+def test_names():
+    assert profile_name("Intel(R) Xeon(R) Gold 6338", 8, "abcdef123456") == "intel-r-xeon-r-gold-6338-8c-abcdef12"
+    assert check_name("my-host.v2") == "my-host.v2"
+    with pytest.raises(OptionsError):
+        check_name("../etc")

@@ -1,0 +1,81 @@
+"""One contract suite over every backend: same feeds in, same scores out (within each one's tolerance)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autotune.runtime.backends import Backend, OrtBackend
+from autotune.runtime.engine import RerankEngine
+from autotune.runtime.model import build_default_model, default_weights_dir, int8_model_path
+from autotune.runtime.tokenize import PairTokenizer
+from tests.conftest import DOCS
+
+try:
+    import sentence_transformers  # noqa: F401
+    import torch  # noqa: F401
+
+    HAVE_TORCH = True
+except ImportError:  # pragma: no cover
+    HAVE_TORCH = False
+
+
+def _backend(kind: str) -> Backend:
+    bundle = build_default_model()
+    if kind == "ort-fp32":
+        return OrtBackend(bundle.onnx_path, threads=1)
+    if kind == "ort-int8":
+        return OrtBackend(int8_model_path(bundle, has_vnni=False), threads=1, dtype="int8")
+    if kind == "torch":
+        if not HAVE_TORCH:
+            pytest.skip("PyTorch reference needs the torch extra: pip install -e '.[torch]'")
+        from autotune.runtime.torch_reference import TorchBackend, write_checkpoint
+
+        return TorchBackend(write_checkpoint(default_weights_dir()))
+    raise AssertionError(kind)
+
+
+# int8 is only a sanity bound here (same model, same order of magnitude): whether an int8 candidate is
+# good enough is the parity gate's call, per workload, and on the stand-in head it usually is not.
+TOLERANCE = {"ort-fp32": 1e-6, "torch": 1e-4, "ort-int8": 0.1}
+
+
+@pytest.fixture(scope="module")
+def reference_scores() -> np.ndarray:
+    bundle = build_default_model()
+    engine = RerankEngine(OrtBackend(bundle.onnx_path, threads=0), PairTokenizer(bundle.tokenizer_path, 512),
+                          batch_size=1, length_sort=False)
+    return engine.score("what is the capital of france?", DOCS).scores
+
+
+@pytest.mark.parametrize("kind", ["ort-fp32", "ort-int8", "torch"])
+def test_backend_contract(kind, reference_scores):
+    backend = _backend(kind)
+    assert set(backend.input_names) <= {"input_ids", "attention_mask", "token_type_ids"}
+    assert backend.n_logits == 1 and backend.vocab_rows == 30522
+    bundle = build_default_model()
+    engine = RerankEngine(backend, PairTokenizer(bundle.tokenizer_path, 512), batch_size=4, length_sort=True)
+    scores = engine.score("what is the capital of france?", DOCS).scores
+    assert np.abs(scores - reference_scores).max() <= TOLERANCE[kind]
+
+
+def test_int8_is_cached_by_sha_ort_version_and_format():
+    bundle = build_default_model()
+    a = int8_model_path(bundle, has_vnni=False)
+    b = int8_model_path(bundle, has_vnni=True)
+    assert a != b and a.parent.name.endswith("u8u8") and b.parent.name.endswith("u8s8")
+    assert bundle.sha256[:16] in a.parent.name
+    mtime = a.stat().st_mtime_ns
+    assert int8_model_path(bundle, has_vnni=False) == a and a.stat().st_mtime_ns == mtime
+
+
+@pytest.mark.skipif(not HAVE_TORCH, reason="hindsight-local needs the torch extra: pip install -e '.[torch]'")
+def test_hindsight_local_scores_like_the_onnx_graph(reference_scores):
+    from autotune.runtime.torch_reference import hindsight_local
+
+    local = hindsight_local("default")
+    scores = local.score("what is the capital of france?", DOCS)
+    # sentence-transformers applies sigmoid to a 1-label head, as the engine does: exactly once.
+    assert np.abs(scores - reference_scores).max() <= 1e-4
+    bucket = hindsight_local("default", bucket_batching=True).score("what is the capital of france?", DOCS)
+    assert np.abs(bucket - scores).max() <= 1e-4

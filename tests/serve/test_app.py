@@ -1,0 +1,253 @@
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import numpy as np
+import pytest
+import uvicorn
+
+from autotune.runtime.engine import EngineConfig
+from autotune.runtime.model import load_model_dir
+from autotune.runtime.sessions import EnginePool
+from autotune.serve.app import RerankService, ServeSettings, create_app, resolve_settings
+from autotune.workload.queries import load_workload
+from tests.conftest import DOCS
+
+CONFIG = EngineConfig(batch_size=4, intra_op_threads=1, length_sort=True, precision="fp32")
+
+
+class LiveServer:
+    def __init__(self, service: RerankService) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.server = uvicorn.Server(uvicorn.Config(create_app(service), log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError("server did not become healthy")
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+        self.sock.close()
+
+
+def _service(model_dir, **kw) -> RerankService:
+    return RerankService(ServeSettings(config=CONFIG, model=str(model_dir), **kw), has_vnni=False)
+
+
+@pytest.fixture()
+def server(tiny_model_dir) -> Iterator[LiveServer]:
+    with LiveServer(_service(tiny_model_dir, max_client_batch_size=64)) as live:
+        yield live
+
+
+def _in_process(model_dir, query, texts):
+    pool = EnginePool(load_model_dir(model_dir), has_vnni=False)
+    return pool.engine(CONFIG).score(query, texts)
+
+
+def test_rerank_matches_in_process_engine_and_is_sorted(server, tiny_model_dir):
+    resp = httpx.post(server.url + "/rerank", json={"query": "capital of France?", "texts": DOCS,
+                                                    "return_text": False, "unknown_field": 1})
+    assert resp.status_code == 200
+    ranks = resp.json()
+    assert [r["score"] for r in ranks] == sorted((r["score"] for r in ranks), reverse=True)
+    assert all("text" not in r for r in ranks)
+    expected = _in_process(tiny_model_dir, "capital of France?", DOCS).scores
+    got = np.empty(len(DOCS))
+    for r in ranks:
+        got[r["index"]] = r["score"]
+    assert np.abs(got - expected).max() <= 1e-6
+
+
+def test_raw_scores_and_return_text(server, tiny_model_dir):
+    resp = httpx.post(server.url + "/rerank", json={"query": "q", "texts": DOCS[:3], "raw_scores": True,
+                                                    "return_text": True})
+    ranks = resp.json()
+    expected = _in_process(tiny_model_dir, "q", DOCS[:3]).raw
+    for r in ranks:
+        assert r["text"] == DOCS[r["index"]]
+        assert r["score"] == pytest.approx(expected[r["index"]], abs=1e-6)
+
+
+@pytest.mark.parametrize(("body", "status", "error_type"), [
+    ({"query": "q", "texts": []}, 400, "Empty"),
+    ({"query": "q", "texts": ["t"] * 65}, 422, "Validation"),
+    ({"texts": ["t"]}, 422, "Validation"),
+    ({"query": "q", "texts": [1, 2]}, 422, "Validation"),
+    ({"query": "q", "texts": ["t"], "truncation_direction": "Up"}, 422, "Validation"),
+    ({"query": "q", "texts": ["word " * 400], "truncate": False}, 413, "Validation"),
+])
+def test_bad_requests_get_tei_errors(server, body, status, error_type):
+    resp = httpx.post(server.url + "/rerank", json=body)
+    assert resp.status_code == status
+    assert resp.json()["error_type"] == error_type
+    assert httpx.get(server.url + "/health").status_code == 200
+
+
+def test_malformed_json_and_oversized_body(server):
+    resp = httpx.post(server.url + "/rerank", content=b"{nope", headers={"content-type": "application/json"})
+    assert resp.status_code == 400 and resp.json()["error_type"] == "Validation"
+    big = json.dumps({"query": "q", "texts": ["x" * (9 * 1024 * 1024)]})
+    assert httpx.post(server.url + "/rerank", content=big).status_code == 413
+    assert httpx.get(server.url + "/health").status_code == 200
+
+
+def test_truncation_direction_changes_long_inputs_only(server):
+    long_doc = "alpha " * 300 + "omega " * 300
+    right = httpx.post(server.url + "/rerank", json={"query": "q", "texts": [long_doc, "short"]}).json()
+    left = httpx.post(server.url + "/rerank", json={"query": "q", "texts": [long_doc, "short"],
+                                                   "truncation_direction": "Left"}).json()
+    by_index = {r["index"]: r["score"] for r in right}, {r["index"]: r["score"] for r in left}
+    assert by_index[0][1] == pytest.approx(by_index[1][1], abs=1e-6)
+    assert by_index[0][0] != pytest.approx(by_index[1][0], abs=1e-6)
+
+
+def test_info_health_metrics(server):
+    info = httpx.get(server.url + "/info").json()
+    for key in ("model_id", "model_sha", "model_dtype", "served_model_name", "max_concurrent_requests",
+                "max_input_length", "max_batch_tokens", "max_client_batch_size", "auto_truncate",
+                "tokenization_workers", "version"):
+        assert key in info
+    assert info["model_dtype"] == "float32"
+    assert info["model_type"] == {"reranker": {"id2label": {"0": "LABEL_0"}, "label2id": {"LABEL_0": 0}}}
+    httpx.post(server.url + "/rerank", json={"query": "q", "texts": []})
+    httpx.post(server.url + "/rerank", json={"query": "q", "texts": ["a"]})
+    text = httpx.get(server.url + "/metrics").text
+    for name in ("te_request_duration", "te_request_inference_duration", "te_request_tokenization_duration",
+                 "te_request_queue_duration", "te_queue_size", "te_request_count", "te_request_success",
+                 'te_request_failure_total{err="empty"}'):
+        assert name in text
+
+
+def test_health_is_503_until_loaded(tiny_model_dir):
+    service = _service(tiny_model_dir)
+    app = create_app(service, load_in_background=False)
+    from starlette.testclient import TestClient
+
+    with TestClient(app) as client:
+        assert client.get("/health").status_code == 503
+        assert client.post("/rerank", json={"query": "q", "texts": ["a"]}).status_code == 503
+        service.load()
+        assert client.get("/health").status_code == 200
+
+
+class SlowService(RerankService):
+    """Inference that takes a known while, so a burst reliably overfills the queue."""
+
+    def _score(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        time.sleep(0.3)
+        return super()._score(*args, **kwargs)
+
+
+def test_queue_bound_answers_429(tiny_model_dir):
+    service = SlowService(ServeSettings(config=CONFIG, model=str(tiny_model_dir), max_queue=1), has_vnni=False)
+    with LiveServer(service) as live:
+        async def burst() -> list[int]:
+            async with httpx.AsyncClient(timeout=60) as client:
+                reqs = [client.post(live.url + "/rerank", json={"query": "q", "texts": DOCS}) for _ in range(8)]
+                return [r.status_code for r in await asyncio.gather(*reqs)]
+
+        codes = asyncio.run(burst())
+    assert 429 in codes and 200 in codes and set(codes) <= {200, 429}
+
+
+async def hindsight_tei_predict(url: str, pairs: list[tuple[str, str]], batch_size: int,
+                                max_concurrent: int = 8, retries: int = 3) -> list[float]:
+    """Mirrors Hindsight's RemoteTEICrossEncoder: group by query, chunk, gather, retry 429/5xx."""
+    sem = asyncio.Semaphore(max_concurrent)
+    async with httpx.AsyncClient(timeout=30) as client:
+        info = (await client.get(url + "/info")).json()
+        assert info.get("model_id")
+
+        async def post(query: str, texts: list[str]) -> list[tuple[int, float]]:
+            delay = 0.5  # Hindsight's retry_delay, doubling
+            async with sem:
+                for attempt in range(retries + 1):
+                    resp = await client.post(url + "/rerank", json={"query": query, "texts": texts,
+                                                                    "return_text": False})
+                    if (resp.status_code == 429 or resp.status_code >= 500) and attempt < retries:
+                        await asyncio.sleep(delay)
+                        delay *= 2
+                        continue
+                    resp.raise_for_status()
+                    return [(r["index"], r["score"]) for r in resp.json()]
+            raise AssertionError("unreachable")
+
+        groups: dict[str, list[tuple[int, str]]] = {}
+        for idx, (q, t) in enumerate(pairs):
+            groups.setdefault(q, []).append((idx, t))
+        tasks, infos = [], []
+        for q, items in groups.items():
+            for i in range(0, len(items), batch_size):
+                chunk = items[i:i + batch_size]
+                infos.append([idx for idx, _ in chunk])
+                tasks.append(post(q, [t for _, t in chunk]))
+        scores = [0.0] * len(pairs)
+        for indices, result in zip(infos, await asyncio.gather(*tasks), strict=True):
+            for local, score in result:
+                scores[indices[local]] = score
+        return scores
+
+
+@pytest.mark.parametrize("chunk", [3, 128])
+def test_hindsight_client_over_a_whole_workload(tiny_model_dir, workload_file, chunk):
+    workload = load_workload(workload_file)
+    pairs = [(q.query, d) for q in workload.queries for d in q.documents]
+    with LiveServer(_service(tiny_model_dir, max_queue=4)) as live:
+        merged = asyncio.run(hindsight_tei_predict(live.url, pairs, chunk))
+    pos = 0
+    pool = EnginePool(load_model_dir(tiny_model_dir), has_vnni=False)
+    for q in workload.queries:
+        expected = pool.engine(CONFIG).score(q.query, q.documents).scores
+        assert np.abs(np.array(merged[pos:pos + len(q.documents)]) - expected).max() <= 1e-6
+        pos += len(q.documents)
+
+
+def test_settings_from_env_file_and_environment(tmp_path):
+    env = tmp_path / ".env"
+    env.write_text("AUTOTUNE_BATCH_SIZE=8\nAUTOTUNE_INTRA_OP_THREADS=2\nAUTOTUNE_LENGTH_SORT=true\n"
+                   "AUTOTUNE_PRECISION=int8\nAUTOTUNE_MODEL=default\n")
+    s = resolve_settings(None, env, environ={"AUTOTUNE_BATCH_SIZE": "16"})
+    assert s.config == EngineConfig(16, 2, True, "int8")
+    from autotune.errors import OptionsError
+
+    with pytest.raises(OptionsError, match="AUTOTUNE_BATCH_SIZE"):
+        resolve_settings(None, None, environ={})
+
+
+def test_raw_scores_default_for_old_hindsight(tiny_model_dir):
+    """Hindsight <= 0.6.2 applies sigmoid itself: AUTOTUNE_RAW_SCORES=true keeps it applied once."""
+    from starlette.testclient import TestClient
+
+    service = RerankService(ServeSettings(config=CONFIG, model=str(tiny_model_dir), raw_scores_default=True),
+                            has_vnni=False)
+    service.load()
+    with TestClient(create_app(service, load_in_background=False)) as client:
+        ranks = client.post("/rerank", json={"query": "q", "texts": DOCS[:3]}).json()
+        explicit = client.post("/rerank", json={"query": "q", "texts": DOCS[:3], "raw_scores": False}).json()
+    expected = _in_process(tiny_model_dir, "q", DOCS[:3])
+    for r in ranks:
+        assert r["score"] == pytest.approx(expected.raw[r["index"]], abs=1e-6)
+    for r in explicit:
+        assert r["score"] == pytest.approx(expected.scores[r["index"]], abs=1e-6)
+    assert resolve_settings(None, None, environ={
+        "AUTOTUNE_BATCH_SIZE": "1", "AUTOTUNE_INTRA_OP_THREADS": "0", "AUTOTUNE_LENGTH_SORT": "false",
+        "AUTOTUNE_PRECISION": "fp32", "AUTOTUNE_RAW_SCORES": "true"}).raw_scores_default

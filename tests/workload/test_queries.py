@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from autotune.errors import WorkloadError
+from autotune.workload.queries import load_workload, parse_workload
+
+GOOD = {"query": "q", "documents": ["a", {"text": "b", "node_id": "n1"}]}
+
+
+def _lines(*objs: object) -> bytes:
+    return ("\n".join(o if isinstance(o, str) else json.dumps(o) for o in objs) + "\n").encode()
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    (_lines(GOOD, "{not json"), "line 2: malformed JSON"),
+    (_lines({"documents": ["a"]}), "line 1: missing \"query\""),
+    (_lines({"query": "  ", "documents": ["a"]}), "line 1: \"query\" is empty"),
+    (_lines(GOOD, GOOD, {"query": "q"}), "line 3: missing \"documents\""),
+    (_lines({"query": "q", "documents": []}), "line 1: \"documents\" is empty"),
+    (_lines({"query": "q", "documents": ["a", 3]}), "line 1: document 1 is not a string"),
+    (_lines({"query": "q", "documents": [{"txt": "a"}]}), "line 1: document 0"),
+    (_lines([1, 2]), "line 1: expected a JSON object"),
+    (b"[" * 100_000 + b"\n", "line 1: malformed JSON"),
+    (b"", "no queries"),
+    (b"\n\n  \n", "no queries"),
+    (b'{"query": "caf\xe9", "documents": ["a"]}\n', "not UTF-8"),
+    (b'{"query": "q", "documents": ["a\x00b"]}\n', "line 1: contains a NUL byte"),
+])
+def test_bad_workloads_name_the_line_and_problem(data, message):
+    with pytest.raises(WorkloadError, match=message):
+        parse_workload(data)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(WorkloadError, match="does not exist"):
+        load_workload(tmp_path / "nope.jsonl")
+
+
+def test_documents_as_objects_budget_and_id():
+    wl = parse_workload(_lines({**GOOD, "budget": "mid", "id": 7, "hindsight_rerank_s": 0.4}))
+    q = wl.queries[0]
+    assert q.documents == ["a", "b"] and q.budget == "mid" and q.id == "7"
+    assert q.extra == {"hindsight_rerank_s": 0.4}
+
+
+def test_unicode_line_separators_inside_strings_do_not_split_lines():
+    wl = parse_workload(_lines({"query": "a\u2028b", "documents": ["日本語 🍣", "x" * 1_000_000]}))
+    assert wl.queries[0].query == "a\u2028b"
+    assert len(wl.queries[0].documents[1]) == 1_000_000
+
+
+def test_crlf_and_summary_hash_only():
+    secret = {"query": "where is the secret vault", "documents": ["the vault key is under the mat"]}
+    wl = parse_workload(_lines(secret, secret).replace(b"\n", b"\r\n"))
+    summary = wl.summary()
+    assert summary["queries"] == 2 and len(summary["sha256"]) == 64
+    assert "vault" not in json.dumps(summary)
+
+
+texts = st.text(min_size=1).filter(lambda s: s.strip() and "\x00" not in s)
+
+
+@given(st.lists(st.tuples(texts, st.lists(st.text().filter(lambda s: "\x00" not in s), min_size=1, max_size=5)),
+                min_size=1, max_size=5))
+def test_parser_round_trips_any_valid_workload(rows):
+    data = "\n".join(json.dumps({"query": q, "documents": d}, ensure_ascii=False) for q, d in rows).encode()
+    wl = parse_workload(data)
+    assert [(q.query, q.documents) for q in wl.queries] == rows
+
+
+@given(st.binary(max_size=200))
+def test_parser_never_crashes_on_arbitrary_bytes(data):
+    try:
+        parse_workload(data)
+    except WorkloadError as exc:
+        assert "\n" not in exc.message
