@@ -30,13 +30,13 @@ def outputs(tmp_path: Path) -> list[str]:
             "--compose-file", str(tmp_path / "out" / "compose.autotune.yaml")]
 
 
-def test_run_writes_env_profile_and_compose(tmp_path, tiny_model_dir, workload_file):
+def test_run_tei_writes_env_profile_and_compose(tmp_path, tiny_model_dir, workload_file):
     (tmp_path / "out").mkdir()
     env = tmp_path / "out" / ".env"
     env.write_text("# mine\nHINDSIGHT_API_LLM_API_KEY=sk-very-secret\nAUTOTUNE_PRECISION=fp32\n"
                    "HINDSIGHT_API_RERANKER_MAX_CANDIDATES_HIGH=500\n")
-    status, out, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
-                                *outputs(tmp_path), *FAST])
+    status, out, err = run_cli(["run", "--target", "tei", "--workload", str(workload_file), "--model",
+                                str(tiny_model_dir), *outputs(tmp_path), *FAST])
     assert status == ExitStatus.OK, err
     assert "Finalists" in out and "baseline" in out and "sk-very-secret" not in out + err
     assert "AUTOTUNE_PRECISION is already set outside the autotune block" in out
@@ -51,7 +51,8 @@ def test_run_writes_env_profile_and_compose(tmp_path, tiny_model_dir, workload_f
     assert profile["schema"] == 1 and profile["parity"]["passed"]
     assert profile["metrics"]["p95_ms"] <= profile["metrics"]["baseline_p95_ms"]
     assert profile["metrics"]["speedup_p95"] >= 1.0
-    assert set(profile["config"]) == {"batch_size", "intra_op_threads", "length_sort", "precision"}
+    assert set(profile["config"]) == {"batch_size", "intra_op_threads", "length_sort", "precision", "mem_arena"}
+    assert profile["target"] == "tei" and profile["model"]["dir"] is None
     assert profile["search"]["trials"] >= 5 and profile["search"]["history"][0]["batch_size"] == 9
     raw = profile_path.read_text()
     assert "capital of France" not in raw and "Paris" not in raw  # hashes only
@@ -59,6 +60,65 @@ def test_run_writes_env_profile_and_compose(tmp_path, tiny_model_dir, workload_f
     noise = profile["noise"]
     assert noise["trustworthy"] == (noise["warnings"] == []) and "loadavg" in noise
     assert profile["search"]["finalists"][0]["baseline"] and len(profile["search"]["finalists"][0]["round_p95_ms"]) == 2
+
+
+def test_run_onnx_writes_a_model_dir_hindsight_loads(tmp_path, tiny_model_dir, workload_file):
+    """The default target: a readable model directory, the onnx keys and no tei keys, a checked tokenizer."""
+    import os
+    import stat
+
+    (tmp_path / "out").mkdir()
+    env = tmp_path / "out" / ".env"
+    env.write_text("HINDSIGHT_API_LLM_PROVIDER=none\n")
+    models = tmp_path / "out" / "models" / "r"
+    status, out, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
+                                *outputs(tmp_path), "--model-out", str(models), "--name", "r",
+                                "--model-path-in-container", "/models/r", *FAST])
+    assert status == ExitStatus.OK, err
+    assert "target: onnx" in out
+    assert {p.name for p in models.iterdir()} >= {"model.onnx", "tokenizer.json", "config.json"}
+    assert stat.S_IMODE(models.stat().st_mode) == 0o755 & ~_umask()
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o644 & ~_umask() for p in models.iterdir())
+    assert not [p for p in models.parent.iterdir() if p.name.startswith(".")]  # no staging left behind
+    from autotune.outputs.envfile import managed_values
+
+    block = managed_values(env)
+    assert block["HINDSIGHT_API_RERANKER_PROVIDER"] == "onnx"
+    assert block["HINDSIGHT_API_RERANKER_ONNX_MODEL_PATH"] == "/models/r/model.onnx"
+    assert block["HINDSIGHT_API_RERANKER_ONNX_CPU_MEM_ARENA"] in ("true", "false")
+    assert not any("TEI" in k or k.startswith("AUTOTUNE_") for k in block)
+    profile = yaml.safe_load(next((tmp_path / "out" / "profiles").glob("*.yaml")).read_text())
+    assert profile["target"] == "onnx" and profile["env"] == block
+    assert profile["search"]["history"][0]["length_sort"] is True  # Hindsight always sorts
+    assert profile["search"]["history"][0]["mem_arena"] is False  # its default
+    compose = yaml.safe_load((tmp_path / "out" / "compose.autotune.yaml").read_text())
+    assert set(compose["services"]) == {"hindsight"}
+    assert compose["services"]["hindsight"]["volumes"][0].endswith(":/models/r:ro")
+    if "tokenizer:" in out:
+        assert profile["model"]["tokenizer_check"]["checked"] is True
+    # a rerun for another target replaces the block whole
+    status, _, err = run_cli(["run", "--target", "tei", "--workload", str(workload_file), "--model",
+                              str(tiny_model_dir), *outputs(tmp_path), *FAST])
+    assert status == ExitStatus.OK, err
+    block = managed_values(env)
+    assert block["HINDSIGHT_API_RERANKER_PROVIDER"] == "tei" and not any("ONNX" in k for k in block)
+    assert env.read_text().startswith("HINDSIGHT_API_LLM_PROVIDER=none\n")
+    os.sync()
+
+
+def _umask() -> int:
+    from autotune.fileio import umask
+
+    return umask()
+
+
+def test_onnx_target_refuses_a_workload_from_an_older_hindsight(tmp_path, tiny_model_dir):
+    workload = tmp_path / "old.jsonl"
+    workload.write_text(json.dumps({"query": "q", "documents": ["a", "b"], "hindsight_version": "0.9.3"}) + "\n")
+    status, _, err = run_cli(["run", "--workload", str(workload), "--model", str(tiny_model_dir),
+                                *outputs(tmp_path), *FAST])
+    assert status == ExitStatus.BAD_OPTIONS and "--target tei" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
 
 
 def test_rerun_resumes_the_study(tmp_path, tiny_model_dir, workload_file):

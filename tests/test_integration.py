@@ -1,4 +1,5 @@
-"""The user's path on the real embedded default: run, then serve what run wrote."""
+"""The user's paths on the real embedded default: run for Hindsight's in-process onnx provider (the
+default), and run for the tei sidecar, then serve what that run wrote."""
 
 from __future__ import annotations
 
@@ -22,32 +23,76 @@ def _autotune(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
                           timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
-@pytest.fixture(scope="module")
-def tuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    work = tmp_path_factory.mktemp("user")
+def _tune(work: Path, *extra: str) -> Path:
     lines = (ROOT / "examples" / "queries.jsonl").read_text().splitlines()[:3]
     (work / "queries.jsonl").write_text("\n".join(lines) + "\n")
     (work / ".env").write_text("HINDSIGHT_DB_PASSWORD=hunter2\n")
     result = _autotune("run", "--workload", "queries.jsonl", "--trials", "6", "--repeats", "1",
-                       "--final-rounds", "2", cwd=work)
+                       "--final-rounds", "2", *extra, cwd=work)
     assert result.returncode == 0, result.stderr
     assert "hunter2" not in result.stdout + result.stderr
     assert "rankings are not meaningful" in result.stdout
     return work
 
 
-def test_run_on_the_embedded_default(tuned):
-    profile = yaml.safe_load(next((tuned / "profiles").glob("*.yaml")).read_text())
-    assert profile["model"]["ref"] == "default" and profile["model"]["trained_head"] is False
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _tune(tmp_path_factory.mktemp("user-tei"), "--target", "tei")
+
+
+@pytest.fixture(scope="module")
+def tuned_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _tune(tmp_path_factory.mktemp("user-onnx"))
+
+
+def _check(work: Path) -> None:
+    check = _autotune("check", "--profile", str(next((work / "profiles").glob("*.yaml"))), "--env-file", ".env",
+                      cwd=work)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_run_on_the_embedded_default_targets_hindsights_onnx_provider(tuned_onnx):
+    profile = yaml.safe_load(next((tuned_onnx / "profiles").glob("*.yaml")).read_text())
+    assert profile["target"] == "onnx" and profile["model"]["trained_head"] is False
     assert profile["metrics"]["p95_ms"] <= profile["metrics"]["baseline_p95_ms"]
     assert profile["parity"]["passed"]
-    env = (tuned / ".env").read_text()
+    env = (tuned_onnx / ".env").read_text()
     assert env.startswith("HINDSIGHT_DB_PASSWORD=hunter2\n")
+    assert "HINDSIGHT_API_RERANKER_PROVIDER=onnx" in env and "TEI" not in env
+    model_dir = tuned_onnx / "models" / profile["name"]
+    assert (model_dir / "model.onnx").exists() and (model_dir / "tokenizer.json").exists()
+    _check(tuned_onnx)
+
+
+def test_hindsight_loads_the_emitted_default_and_scores_like_autotune(tuned_onnx, monkeypatch):
+    pytest.importorskip("hindsight_api", reason="Hindsight 1.1.0 is absent (pip install -e '.[hindsight]')")
+    from autotune.host import default_probe
+    from autotune.outputs.envfile import managed_values
+    from autotune.outputs.profile import load_profile, profile_config
+    from autotune.runtime.model import load_model_dir
+    from autotune.runtime.targets import get_target
+    from tests.runtime.targets.test_real_hindsight import assert_same_scores, hindsight_scores
+
+    profile = load_profile(next((tuned_onnx / "profiles").glob("*.yaml")))
+    theirs = hindsight_scores(managed_values(tuned_onnx / ".env"), tuned_onnx / "queries.jsonl", monkeypatch)
+    host = default_probe().probe()
+    pool = get_target("onnx").pool(load_model_dir(tuned_onnx / "models" / profile["name"]), has_vnni=host.has_vnni,
+                                   usable_cores=host.cores.usable)
+    engine = pool.engine(profile_config(profile))
+    queries = [json.loads(line) for line in (tuned_onnx / "queries.jsonl").read_text().splitlines()]
+    ours = [engine.score(q["query"], [d if isinstance(d, str) else d["text"] for d in q["documents"]]).raw
+            for q in queries]
+    assert_same_scores(ours, theirs, atol=1e-5)
+
+
+def test_run_for_the_tei_sidecar(tuned):
+    profile = yaml.safe_load(next((tuned / "profiles").glob("*.yaml")).read_text())
+    assert profile["model"]["ref"] == "default" and profile["target"] == "tei"
+    assert profile["metrics"]["p95_ms"] <= profile["metrics"]["baseline_p95_ms"]
+    env = (tuned / ".env").read_text()
     assert "HINDSIGHT_API_RERANKER_PROVIDER=tei" in env
     assert (tuned / "compose.autotune.yaml").exists()
-    check = _autotune("check", "--profile", str(next((tuned / "profiles").glob("*.yaml"))), "--env-file", ".env",
-                      cwd=tuned)
-    assert check.returncode == 0, check.stdout + check.stderr
+    _check(tuned)
 
 
 def test_serve_what_run_wrote(tuned):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -12,15 +12,19 @@ import numpy as np
 from autotune.analysis.efficiency import ASSUMPTIONS, Efficiency, ModelDims, efficiency
 from autotune.errors import DriftError, MissingDependencyError, OptionsError
 from autotune.host import HostInfo
-from autotune.outputs.profile import profile_config
+from autotune.outputs.profile import load_profile, profile_config, profile_target
 from autotune.runtime.engine import BASELINE, EngineConfig
-from autotune.runtime.model import resolve_model
+from autotune.runtime.model import ModelBundle, resolve_model
 from autotune.runtime.sessions import EnginePool
+from autotune.runtime.targets import get_target
 from autotune.search.measure import Scorer, interleaved, replay
 from autotune.search.stats import Latency, per_query_medians, percentile
 from autotune.workload.queries import Workload
 
-REFERENCES = ("ort-default", "hindsight-local", "hindsight-local-bucket")
+REFERENCES = ("hindsight-onnx", "ort-default", "hindsight-local", "hindsight-local-bucket")
+DEFAULT_AGAINST = {"onnx": ("hindsight-onnx", "hindsight-local"),
+                   "tei": ("ort-default", "hindsight-onnx", "hindsight-local"),
+                   "local": ("hindsight-local",)}
 
 
 @dataclass
@@ -29,6 +33,7 @@ class Contender:
     description: str
     score: Scorer
     config: EngineConfig | None = None
+    pool: EnginePool | None = None  # set where the efficiency figures can be computed
 
 
 @dataclass
@@ -77,17 +82,64 @@ def model_ref(profile: dict[str, Any], model_dir: Path | None) -> str:
     return str(model_dir) if model_dir is not None else str(profile.get("model", {}).get("ref", "default"))
 
 
-def contenders(pool: EnginePool, profile: dict[str, Any], against: Sequence[str], ref: str
-               ) -> tuple[list[Contender], dict[str, str]]:
-    tuned = profile_config(profile)
-    out = [Contender("profile", tuned.label(), pool.engine(tuned).score, tuned)]
+class _Pools:
+    """One pool per target, built on first use, so contenders of one target share sessions."""
+
+    def __init__(self, bundle: ModelBundle, host: HostInfo) -> None:
+        self.bundle, self.host = bundle, host
+        self._pools: dict[str, Any] = {}
+
+    def get(self, target_name: str) -> Any:
+        if target_name not in self._pools:
+            target = get_target(target_name)
+            self._pools[target_name] = target.pool(self.bundle, has_vnni=self.host.has_vnni,
+                                                   usable_cores=self.host.cores.usable)
+        return self._pools[target_name]
+
+
+def _profile_contender(name: str, profile: dict[str, Any], pools: _Pools) -> Contender:
+    target = profile_target(profile)
+    config = profile_config(profile)
+    pool = pools.get(target)
+    return Contender(name, f"{target} target: {config.label()}", pool.engine(config).score, config,
+                     pool if isinstance(pool, EnginePool) else None)
+
+
+def sibling_profiles(path: Path | None, profile: dict[str, Any], host: HostInfo) -> list[tuple[str, dict[str, Any]]]:
+    """Profiles beside this one, for this host and the same model, made for other targets."""
+    if path is None:
+        return []
+    found = []
+    mine = profile_target(profile)
+    for other in sorted(Path(path).parent.glob("*.yaml")):
+        if other.resolve() == Path(path).resolve():
+            continue
+        try:
+            data = load_profile(other)
+        except OptionsError:
+            continue
+        same_host = data.get("host", {}).get("fingerprint") == host.fingerprint
+        same_model = data.get("model", {}).get("sha256") == profile.get("model", {}).get("sha256")
+        if same_host and same_model and profile_target(data) != mine:
+            found.append((f"profile:{profile_target(data)}", data))
+    return found
+
+
+def contenders(pools: _Pools, profile: dict[str, Any], against: Sequence[str], ref: str,
+               siblings: Sequence[tuple[str, dict[str, Any]]] = ()) -> tuple[list[Contender], dict[str, str]]:
+    out = [_profile_contender("profile", profile, pools)]
+    out += [_profile_contender(name, data, pools) for name, data in siblings]
     skipped: dict[str, str] = {}
     for name in against:
         if name not in REFERENCES:
             raise OptionsError(f"unknown reference {name!r}; choose from {', '.join(REFERENCES)}")
-        if name == "ort-default":
-            out.append(Contender(name, "onnxruntime, batch 32, no sort, fp32, default threads",
-                                 pool.engine(BASELINE).score, BASELINE))
+        if name in ("ort-default", "hindsight-onnx"):
+            target = "tei" if name == "ort-default" else "onnx"
+            pool = pools.get(target)
+            config = BASELINE if target == "tei" else replace(BASELINE, length_sort=True, mem_arena=False)
+            what = ("onnxruntime, batch 32, no sort, fp32, default threads" if target == "tei" else
+                    "Hindsight's onnx provider at its defaults: batch 32, threads = its cap, arena off")
+            out.append(Contender(name, what, pool.engine(config).score, config, pool))
             continue
         try:
             from autotune.runtime.torch_reference import hindsight_local
@@ -102,23 +154,25 @@ def contenders(pool: EnginePool, profile: dict[str, Any], against: Sequence[str]
     return out, skipped
 
 
-def run_bench(profile: dict[str, Any], workload: Workload, host: HostInfo, *, against: Sequence[str],
-              rounds: int, force: bool = False, model_dir: Path | None = None) -> BenchResult:
+def run_bench(profile: dict[str, Any], workload: Workload, host: HostInfo, *, against: Sequence[str] | None = None,
+              rounds: int, force: bool = False, model_dir: Path | None = None,
+              profile_path: Path | None = None) -> BenchResult:
     if rounds < 1:
         raise OptionsError(f"--rounds must be at least 1, got {rounds}")
     ensure_same_host(profile, host, force)
     ref = model_ref(profile, model_dir)
     bundle = resolve_model(None if ref == "default" else Path(ref))
-    pool = EnginePool(bundle, has_vnni=host.has_vnni)
-    entrants, skipped = contenders(pool, profile, against, ref)
+    pools = _Pools(bundle, host)
+    chosen = list(against) if against else list(DEFAULT_AGAINST.get(profile_target(profile), REFERENCES[:3]))
+    entrants, skipped = contenders(pools, profile, chosen, ref, sibling_profiles(profile_path, profile, host))
     passes = interleaved([c.score for c in entrants], workload.queries, rounds)
     dims = ModelDims.from_config(bundle.config)
     rows = []
     for c, p in zip(entrants, passes, strict=True):
         medians = per_query_medians(p)
         eff = None
-        if c.config is not None and dims is not None:
-            shape = replay(pool.engine(c.config), workload.queries)
+        if c.config is not None and c.pool is not None and dims is not None:
+            shape = replay(c.pool.engine(c.config), workload.queries)
             eff = efficiency(dims, host, shape.lengths, medians, shape.real_tokens, shape.padded_tokens)
         rows.append(Row(c.name, c.description, Latency.from_seconds(medians),
                         [percentile(r, 95) * 1000.0 for r in p], eff))

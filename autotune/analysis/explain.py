@@ -1,7 +1,7 @@
 """`autotune explain`: which knob bought what, one variable at a time.
 
 Waterfall: from the baseline, apply the winner's knobs in the order batch size -> threads ->
-length sort -> precision, each step measured interleaved with the one before. Then
+length sort -> precision -> arena, each step measured interleaved with the one before. Then
 leave-one-out: revert each knob alone from the winner, measured interleaved with the winner.
 """
 
@@ -13,15 +13,15 @@ from typing import Any
 
 from autotune.errors import OptionsError
 from autotune.host import HostInfo
-from autotune.outputs.profile import profile_config, write_profile
-from autotune.runtime.engine import BASELINE, EngineConfig
+from autotune.outputs.profile import profile_config, profile_target, write_profile
+from autotune.runtime.engine import BASELINE, EngineConfig, ScoringPool
 from autotune.runtime.model import resolve_model
-from autotune.runtime.sessions import EnginePool
+from autotune.runtime.targets import SpaceLimits, get_target
 from autotune.search.measure import interleaved
 from autotune.search.stats import per_query_medians, percentile
 from autotune.workload.queries import Workload
 
-KNOBS = ("batch_size", "intra_op_threads", "length_sort", "precision")
+KNOBS = ("batch_size", "intra_op_threads", "length_sort", "precision", "mem_arena")
 
 
 @dataclass
@@ -64,13 +64,13 @@ class ExplainResult:
                 "leave_one_out": [step(s) for s in self.leave_one_out], "most_important": self.most_important()}
 
 
-def _pair_p95(pool: EnginePool, workload: Workload, a: EngineConfig, b: EngineConfig, rounds: int
+def _pair_p95(pool: ScoringPool, workload: Workload, a: EngineConfig, b: EngineConfig, rounds: int
               ) -> tuple[float, float]:
     passes = interleaved([pool.engine(a).score, pool.engine(b).score], workload.queries, rounds)
     return tuple(percentile(per_query_medians(p), 95) * 1000.0 for p in passes)  # type: ignore[return-value]
 
 
-def explain(pool: EnginePool, workload: Workload, baseline: EngineConfig, winner: EngineConfig,
+def explain(pool: ScoringPool, workload: Workload, baseline: EngineConfig, winner: EngineConfig,
             rounds: int) -> ExplainResult:
     steps: list[Step] = []
     current = baseline
@@ -104,8 +104,13 @@ def explain_profile(profile: dict[str, Any], workload: Workload, host: HostInfo,
         raise OptionsError(f"--rounds must be at least 1, got {rounds}")
     ensure_same_host(profile, host, force)
     ref = model_ref(profile, model_dir)
-    pool = EnginePool(resolve_model(None if ref == "default" else Path(ref)), has_vnni=host.has_vnni)
-    return explain(pool, workload, BASELINE, profile_config(profile), rounds)
+    target = get_target(profile_target(profile))
+    bundle = resolve_model(None if ref == "default" else Path(ref))
+    pool = target.pool(bundle, has_vnni=host.has_vnni, usable_cores=host.cores.usable)
+    winner = profile_config(profile)
+    space = target.space(SpaceLimits(usable_cores=host.cores.usable, max_candidates=workload.max_candidates))
+    baseline = replace(target.baseline(space), batch_size=BASELINE.batch_size)
+    return explain(pool, workload, baseline, winner, rounds)
 
 
 def save_explain(path: Path, profile: dict[str, Any], result: ExplainResult, workload: Workload) -> None:

@@ -17,8 +17,9 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(NAME, help="the profile against references, interleaved in one run")
     p.add_argument("--profile", type=Path, required=True)
     p.add_argument("--workload", type=Path, required=True)
-    p.add_argument("--against", action="append", help="a reference (repeatable; `autotune bench --help` lists "
-                                                      "them; default: Hindsight's defaults for the target)")
+    p.add_argument("--against", action="append", help="hindsight-onnx, ort-default, hindsight-local or "
+                   "hindsight-local-bucket (repeatable; default: Hindsight's defaults for the profile's target, "
+                   "and PyTorch)")
     p.add_argument("--rounds", type=positive_int, default=5)
     p.add_argument("--model", type=Path, help="model directory, when the profile's is elsewhere here")
     p.add_argument("--force", action="store_true", help="run even on a different host fingerprint")
@@ -32,6 +33,6 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     profile, workload, host = profile_workload_host(args)
     result = run_bench(profile, workload, host, against=args.against, rounds=args.rounds, force=args.force,
-                       model_dir=args.model)
+                       model_dir=args.model, profile_path=args.profile)
     print(json.dumps(result.to_dict(), indent=2) if args.json else format_bench(result), file=out)
     return ExitStatus.OK

@@ -16,6 +16,13 @@ NAME = "run"
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(NAME, help="search for the fastest configuration that passes parity")
     p.add_argument("--workload", type=Path, required=True, help="queries.jsonl")
+    p.add_argument("--target", default="onnx", help="what Hindsight will run: onnx (in-process, Hindsight >= 1.1; "
+                                                    "the default), tei (the autotune serve sidecar) or local "
+                                                    "(PyTorch; needs the torch extra)")
+    p.add_argument("--model-out", type=Path, help="where to write the model directory Hindsight loads "
+                                                  "(onnx, local; default: models/<profile name>)")
+    p.add_argument("--model-path-in-container", help="the model directory's path inside Hindsight's container; "
+                                                     "the compose override then mounts it there read-only")
     p.add_argument("--model", type=Path, help="directory with model.onnx and tokenizer.json "
                                               "(default: the embedded all-MiniLM-L6-v2)")
     p.add_argument("--env-file", type=Path, default=Path(".env"))
@@ -68,17 +75,28 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                       profile_dir=args.profile_dir, name=args.name, storage=args.storage, fresh=args.fresh,
                       settings=settings, batch_sizes=args.batch_sizes, precisions=precisions,
                       max_threads=args.max_threads, tei_url=args.tei_url or DEFAULT_TEI_URL,
-                      compose_file=None if args.no_compose else args.compose_file)
+                      compose_file=None if args.no_compose else args.compose_file, target=args.target,
+                      model_out=args.model_out, model_path_in_container=args.model_path_in_container)
     with TrialProgress(settings.trials, err) as progress:
         outcome = tune(opts, progress=progress.update, on_stage=progress.stage)
     print(format_result(outcome.result), file=out)
-    print(f"\nwrote {outcome.profile_path} (commit it)", file=out)
+    print(f"\ntarget: {outcome.target}", file=out)
+    if outcome.model_dir is not None:
+        print(f"wrote {outcome.model_dir}/ (model.onnx and tokenizer files; Hindsight loads it as it is)", file=out)
+    check = outcome.tokenizer_check
+    if check is not None:
+        print(f"tokenizer: AutoTokenizer ({check.tokenizer_class}) gives autotune's ids on all {check.pairs} pairs"
+              if check.checked else f"note: {check.note}", file=out)
+    print(f"wrote {outcome.profile_path} (commit it)", file=out)
     print(f"wrote {len(outcome.env.written_keys)} keys into the autotune block of {args.env_file}", file=out)
     for key in outcome.env.user_keys_kept:
         print(f"note: {key} is already set outside the autotune block; kept yours, not written", file=out)
     if outcome.compose_path:
         print(f"wrote {outcome.compose_path}: docker compose -f docker-compose.yaml -f {outcome.compose_path} up -d",
               file=out)
+    elif outcome.target != "tei" and not args.no_compose:
+        print("no compose override: Hindsight reads the paths above on this host; for a container, rerun with "
+              "--model-path-in-container /models/reranker", file=out)
     if not outcome.bundle.trained_head:
         print("note: the embedded default has a stand-in head: its latency is representative, its rankings "
               "are not meaningful", file=out)

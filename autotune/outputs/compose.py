@@ -1,7 +1,9 @@
-"""The docker compose override that adds the reranker and points Hindsight at it.
+"""The docker compose override that hands the tuned reranker to Hindsight.
 
 Hindsight's compose files pass settings through `environment:` with `${VAR:-default}`,
 which a `.env` only feeds; `env_file: .env` on the service is what makes every key reach it.
+For the `tei` target the override adds the `autotune serve` sidecar; for the in-process
+targets (`onnx`, `local`) it only mounts the model directory, read-only, into Hindsight.
 """
 
 from __future__ import annotations
@@ -48,6 +50,15 @@ def compose_override(*, profile_dir: Path, env_file: Path, hindsight_service: st
     }
 
 
+def inprocess_override(*, env_file: Path, model_dir: Path, model_path_in_container: str,
+                       hindsight_service: str = "hindsight") -> dict[str, Any]:
+    """No new service: Hindsight ≥ 1.1 loads the model itself from the mounted directory."""
+    return {"services": {hindsight_service: {
+        "env_file": [_relative(env_file)],
+        "volumes": [f"./{_relative(model_dir)}:{model_path_in_container.rstrip('/')}:ro"],
+    }}}
+
+
 def _relative(path: Path) -> str:
     p = Path(path)
     try:
@@ -56,7 +67,18 @@ def _relative(path: Path) -> str:
         return str(p)
 
 
-def write_compose(path: Path, *, profile_dir: Path, env_file: Path, hindsight_service: str = "hindsight") -> Path:
-    data = compose_override(profile_dir=profile_dir, env_file=env_file, hindsight_service=hindsight_service)
-    write_atomic(path, HEADER + yaml.safe_dump(data, sort_keys=False))
+def write_compose(path: Path, *, profile_dir: Path, env_file: Path, hindsight_service: str = "hindsight",
+                  target: str = "tei", model_dir: Path | None = None,
+                  model_path_in_container: str | None = None) -> Path:
+    if target == "tei":
+        data = compose_override(profile_dir=profile_dir, env_file=env_file, hindsight_service=hindsight_service)
+        header = HEADER
+    else:
+        if model_dir is None or model_path_in_container is None:
+            raise ValueError("an in-process target's override needs the model directory and its container path")
+        data = inprocess_override(env_file=env_file, model_dir=model_dir,
+                                  model_path_in_container=model_path_in_container,
+                                  hindsight_service=hindsight_service)
+        header = HEADER.splitlines(keepends=True)[0]
+    write_atomic(path, header + yaml.safe_dump(data, sort_keys=False))
     return path

@@ -7,11 +7,9 @@ from typing import Any
 
 from autotune.host import HostInfo
 from autotune.outputs.envfile import managed_values
-from autotune.outputs.profile import env_keys, profile_config
+from autotune.outputs.profile import profile_config, profile_target
 
 ADVICE = "rerun autotune run"
-CONFIG_KEYS = ("AUTOTUNE_BATCH_SIZE", "AUTOTUNE_INTRA_OP_THREADS", "AUTOTUNE_LENGTH_SORT", "AUTOTUNE_PRECISION",
-               "AUTOTUNE_MODEL")
 
 
 def check_profile(profile: dict[str, Any], host: HostInfo, *, env_file: Path | None = None,
@@ -55,16 +53,25 @@ def _current_model_sha(model: dict[str, Any], model_dir: Path | None) -> str | N
     return resolve_model(ref).sha256
 
 
+def expected_env(profile: dict[str, Any], config: Any) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The keys the profile's run wrote (older profiles: recomputed for the `tei` sidecar they all were)."""
+    from autotune.runtime.targets import EnvContext, get_target
+
+    target = get_target(profile_target(profile))
+    recorded = profile.get("env")
+    if isinstance(recorded, dict):
+        return {str(k): str(v) for k, v in recorded.items()}, target.config_keys
+    ctx = EnvContext(model_ref=str(profile.get("model", {}).get("ref", "default")), model_dir=None, tei_url="",
+                     tei_batch_size=0, max_tokens=0, usable_cores=1)
+    return target.env_keys(config, ctx), target.config_keys
+
+
 def _env_drift(profile: dict[str, Any], config: Any, env_file: Path) -> list[str]:
     if not env_file.exists():
         return [f"{env_file} does not exist: rerun autotune run"]
     block = managed_values(env_file)
     if not block:
         return [f"{env_file} has no autotune block: rerun autotune run"]
-    want = env_keys(config, model=profile.get("model", {}).get("ref", "default"), tei_url="", tei_batch_size=0)
-    out = []
-    for key in CONFIG_KEYS:
-        value = want[key]
-        if key in block and block[key] != value:
-            out.append(f"{env_file}: {key} differs from the profile's configuration: rerun autotune run")
-    return out
+    want, keys = expected_env(profile, config)
+    return [f"{env_file}: {key} differs from the profile's configuration: rerun autotune run"
+            for key in keys if key in block and key in want and block[key] != want[key]]

@@ -59,11 +59,17 @@ def load_profile(path: Path) -> dict[str, Any]:
 
 def profile_config(data: dict[str, Any]) -> EngineConfig:
     c = data["config"]
+    if not isinstance(c, dict):
+        raise OptionsError("profile config is not a mapping")
     try:
-        return EngineConfig(batch_size=int(c["batch_size"]), intra_op_threads=int(c["intra_op_threads"]),
-                            length_sort=bool(c["length_sort"]), precision=str(c["precision"]))
+        return EngineConfig.from_dict(c)
     except (KeyError, TypeError, ValueError) as exc:
         raise OptionsError(f"profile config is incomplete: {exc}") from exc
+
+
+def profile_target(data: dict[str, Any]) -> str:
+    """Profiles written before targets existed were all for the `tei` sidecar."""
+    return str(data.get("target", "tei"))
 
 
 def tei_batch_size(existing_env: dict[str, str], max_candidates: int) -> int:
@@ -80,21 +86,6 @@ def check_name(name: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,100}", name):
         raise OptionsError(f"profile name {name!r} must be letters, digits, '.', '_' or '-'")
     return name
-
-
-def env_keys(config: EngineConfig, *, model: str, tei_url: str, tei_batch_size: int) -> dict[str, str]:
-    """What Hindsight and `autotune serve` read. Hindsight parses booleans as true/1 only."""
-    return {
-        "HINDSIGHT_API_RERANKER_PROVIDER": "tei",
-        "HINDSIGHT_API_RERANKER_TEI_URL": tei_url,
-        "HINDSIGHT_API_RERANKER_TEI_BATCH_SIZE": str(tei_batch_size),
-        "AUTOTUNE_BATCH_SIZE": str(config.batch_size),
-        "AUTOTUNE_INTRA_OP_THREADS": str(config.intra_op_threads),
-        "AUTOTUNE_LENGTH_SORT": "true" if config.length_sort else "false",
-        "AUTOTUNE_PRECISION": config.precision,
-        "AUTOTUNE_MODEL": model,
-        "AUTOTUNE_MAX_CLIENT_BATCH_SIZE": str(max(1024, tei_batch_size)),
-    }
 
 
 def now_iso() -> str:

@@ -66,15 +66,23 @@ def inspect_graph(path: Path) -> tuple[tuple[str, ...], int | None, int | None]:
 
 
 class OrtBackend(Backend):
-    """One ONNX Runtime CPU session; `threads=0` means onnxruntime's own default."""
+    """One ONNX Runtime CPU session; `threads=0` means onnxruntime's own default.
 
-    def __init__(self, path: Path, *, threads: int, dtype: str = "float32") -> None:
+    `spinning=False` and `mem_arena=False` are what Hindsight's onnx provider sets: idle
+    threads sleep instead of busy-waiting, and freed activations go back to the OS.
+    """
+
+    def __init__(self, path: Path, *, threads: int, dtype: str = "float32", spinning: bool = True,
+                 mem_arena: bool = True) -> None:
         import onnxruntime as ort
 
         self.input_names, declared, self.vocab_rows = inspect_graph(path)
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
+        options.enable_cpu_mem_arena = mem_arena
+        if not spinning:
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -31,6 +31,7 @@ class EngineConfig:
     intra_op_threads: int
     length_sort: bool
     precision: str
+    mem_arena: bool = True  # onnxruntime's CPU arena: faster reuse, but it never gives memory back
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -42,12 +43,47 @@ class EngineConfig:
 
     def label(self) -> str:
         threads = "default" if self.intra_op_threads == 0 else str(self.intra_op_threads)
+        arena = "" if self.mem_arena else " arena=off"
         return (f"bs={self.batch_size} threads={threads} sort={'on' if self.length_sort else 'off'} "
-                f"{self.precision}")
+                f"{self.precision}{arena}")
 
     def to_dict(self) -> dict[str, object]:
         return {"batch_size": self.batch_size, "intra_op_threads": self.intra_op_threads,
-                "length_sort": self.length_sort, "precision": self.precision}
+                "length_sort": self.length_sort, "precision": self.precision, "mem_arena": self.mem_arena}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> EngineConfig:
+        """The inverse of `to_dict`; profiles written before `mem_arena` existed had the arena on."""
+        return cls(batch_size=int(data["batch_size"]), intra_op_threads=int(data["intra_op_threads"]),  # type: ignore[call-overload]
+                   length_sort=bool(data["length_sort"]), precision=str(data["precision"]),
+                   mem_arena=bool(data.get("mem_arena", True)))
+
+
+SORT_KEYS = ("tokens", "chars_desc", "chars_asc")
+
+
+@dataclass(frozen=True)
+class EngineTraits:
+    """What a target fixes about scoring, whatever knobs the search turns.
+
+    `sort_key` is what `length_sort` sorts by: token count ascending (autotune's engine), or
+    `len(query) + len(doc)` in characters, longest first (Hindsight's onnx provider) or shortest
+    first (Hindsight's local bucket batching). `zero_threads` is what `intra_op_threads=0`
+    becomes (0 keeps onnxruntime's own default). `max_tokens` truncates pairs (None: the model's
+    limit).
+    """
+
+    sort_key: str = "tokens"
+    spinning: bool = True
+    zero_threads: int = 0
+    max_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.sort_key not in SORT_KEYS:
+            raise OptionsError(f"sort key must be one of {', '.join(SORT_KEYS)}, got {self.sort_key!r}")
+
+    def threads(self, config: EngineConfig) -> int:
+        return config.intra_op_threads or self.zero_threads
 
 
 BASELINE = EngineConfig(batch_size=HINDSIGHT_DEFAULT_BATCH, intra_op_threads=0, length_sort=False, precision="fp32")
@@ -76,11 +112,13 @@ def calibrate(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 class RerankEngine:
-    def __init__(self, backend: Backend, tokenizer: PairTokenizer, *, batch_size: int, length_sort: bool) -> None:
+    def __init__(self, backend: Backend, tokenizer: PairTokenizer, *, batch_size: int, length_sort: bool,
+                 sort_key: str = "tokens") -> None:
         self.backend = backend
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.length_sort = length_sort
+        self.sort_key = sort_key
         if backend.vocab_rows is not None and tokenizer.vocab_size > backend.vocab_rows:
             raise ModelError(
                 f"tokenizer has {tokenizer.vocab_size} tokens but the model's embedding has "
@@ -93,8 +131,7 @@ class RerankEngine:
         encodings = tok.encode(query, documents)
         tokenized = time.perf_counter()
         lengths = [len(e.ids) for e in encodings]
-        order = sorted(range(len(encodings)), key=lengths.__getitem__) if self.length_sort else list(
-            range(len(encodings)))
+        order = self._order(query, documents, lengths)
         raw = np.empty(len(encodings), dtype=np.float64)
         scores = np.empty(len(encodings), dtype=np.float64)
         inference = 0.0
@@ -114,4 +151,29 @@ class RerankEngine:
             real += batch.real_tokens
             padded += batch.padded_tokens
         end = time.perf_counter()
+        if not np.all(np.isfinite(raw)):
+            raise ModelError("the model produced non-finite scores (NaN or inf): it is broken, or its inputs "
+                             "do not match it")
         return ScoreResult(scores, raw, end - start, tokenized - start, inference, real, padded, lengths)
+
+    def _order(self, query: str, documents: list[str], lengths: list[int]) -> list[int]:
+        """The order pairs are batched in; Python's sort is stable, as Hindsight's is, so ties keep theirs."""
+        indices = list(range(len(documents)))
+        if not self.length_sort:
+            return indices
+        if self.sort_key == "tokens":
+            return sorted(indices, key=lengths.__getitem__)
+        chars = [len(query) + len(d) for d in documents]
+        return sorted(indices, key=chars.__getitem__, reverse=self.sort_key == "chars_desc")
+
+
+class Scoring(Protocol):
+    """Anything the tuner can time and compare: the ONNX engine, or a PyTorch target's scorer."""
+
+    def score(self, query: str, documents: list[str]) -> ScoreResult: ...
+
+
+class ScoringPool(Protocol):
+    """Makes a scorer for each configuration; implementations reuse sessions where they can."""
+
+    def engine(self, config: EngineConfig) -> Scoring: ...

@@ -14,12 +14,16 @@ import shutil
 import tempfile
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from autotune.errors import MissingDependencyError
 from autotune.fileio import sha256_file
 from autotune.paths import cache_dir
+
+if TYPE_CHECKING:
+    from autotune.runtime.model import ModelBundle
 
 EXTRA_HINT = "pip install -e '.[torch]' (torch==2.13.0, CPU build)"
 
@@ -68,19 +72,43 @@ def write_checkpoint(weights_dir: Path) -> Path:
     return target
 
 
+def load_cross_encoder(checkpoint: Path) -> object:
+    """A sentence-transformers CrossEncoder on CPU, loaded the way Hindsight's local provider loads it."""
+    _require_torch()
+    from sentence_transformers import CrossEncoder
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return CrossEncoder(str(checkpoint), device="cpu")
+        except (OSError, ValueError) as exc:
+            from autotune.errors import ModelError
+
+            raise ModelError(f"sentence-transformers cannot load {checkpoint}: {str(exc).splitlines()[0]}") from exc
+
+
+def checkpoint_for(bundle: ModelBundle) -> Path:
+    """The PyTorch weights behind a bundle: written for the embedded default, else beside model.onnx."""
+    from autotune.errors import ModelError
+    from autotune.runtime.model import DEFAULT_MODEL_NAME, default_weights_dir
+
+    _require_torch()
+    if bundle.name == DEFAULT_MODEL_NAME:
+        return write_checkpoint(default_weights_dir())
+    if any((bundle.directory / f).exists() for f in ("model.safetensors", "pytorch_model.bin")):
+        return bundle.directory
+    raise ModelError(f"{bundle.directory} has no PyTorch weights (model.safetensors): --target local runs "
+                     "them through sentence-transformers")
+
+
 class HindsightLocal:
     """Scores like Hindsight's LocalSTCrossEncoder._predict_sync."""
 
     def __init__(self, checkpoint: Path, *, batch_size: int = 32, bucket_batching: bool = False) -> None:
-        _require_torch()
-        from sentence_transformers import CrossEncoder
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-        hf_logging.set_verbosity_error()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            self.model = CrossEncoder(str(checkpoint), device="cpu")
+        self.model: Any = load_cross_encoder(checkpoint)
         self.batch_size = batch_size
         self.bucket_batching = bucket_batching
 

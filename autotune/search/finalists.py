@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 import optuna
 from optuna.trial import TrialState
 
-from autotune.runtime.engine import EngineConfig
-from autotune.runtime.sessions import EnginePool
+from autotune.runtime.engine import EngineConfig, ScoringPool
 from autotune.search.measure import interleaved
 from autotune.search.parity import ParityReport
 from autotune.search.space import SearchSpace
@@ -60,7 +59,7 @@ def finalists_from(study: optuna.Study, space: SearchSpace, k: int) -> list[Engi
     return [baseline] + [c for c in chosen if c != baseline]
 
 
-def rerace(pool: EnginePool, workload: Workload, configs: Sequence[EngineConfig], rounds: int) -> list[Finalist]:
+def rerace(pool: ScoringPool, workload: Workload, configs: Sequence[EngineConfig], rounds: int) -> list[Finalist]:
     """Measure configurations interleaved (A B C A B C ...), rotating the order each round."""
     passes = interleaved([pool.engine(c).score for c in configs], workload.queries, rounds)
     out = []

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from autotune.runtime.engine import RerankEngine, ScoreResult
+from autotune.runtime.engine import ScoreResult, Scoring
 from autotune.workload.queries import Query
 
 Scorer = Callable[[str, list[str]], object]
@@ -26,7 +26,7 @@ class Pass:
     lengths: list[list[int]]
 
 
-def replay(engine: RerankEngine, queries: Sequence[Query], *, keep_scores: bool = False) -> Pass:
+def replay(engine: Scoring, queries: Sequence[Query], *, keep_scores: bool = False) -> Pass:
     seconds: list[float] = []
     scores: list[np.ndarray] = []
     lengths: list[list[int]] = []
@@ -44,14 +44,14 @@ def replay(engine: RerankEngine, queries: Sequence[Query], *, keep_scores: bool 
     return Pass(seconds, scores, inference, real, padded, lengths)
 
 
-def warm_up(engine: RerankEngine, queries: Sequence[Query], n: int = 2) -> None:
+def warm_up(engine: Scoring, queries: Sequence[Query], n: int = 2) -> None:
     """Let ORT allocate its arenas and spin up its thread pool before any value is kept."""
     for q in queries[:n]:
         engine.score(q.query, q.documents)
 
 
 def measure(
-    engine: RerankEngine,
+    engine: Scoring,
     queries: Sequence[Query],
     repeats: int,
     on_pass: Callable[[int, list[list[float]]], None] | None = None,

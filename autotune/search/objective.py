@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import optuna
+import psutil
 
-from autotune.runtime.sessions import EnginePool
+from autotune.runtime.engine import ScoringPool
 from autotune.search.measure import measure, replay, warm_up
 from autotune.search.parity import compare
 from autotune.search.space import SearchSettings, SearchSpace
@@ -16,7 +17,7 @@ from autotune.workload.queries import Workload
 class Objective:
     """One trial: a parity pass that doubles as warm-up, then timed passes with pruning."""
 
-    def __init__(self, pool: EnginePool, workload: Workload, reference: list[np.ndarray],
+    def __init__(self, pool: ScoringPool, workload: Workload, reference: list[np.ndarray],
                  space: SearchSpace, settings: SearchSettings) -> None:
         self.pool, self.workload, self.reference = pool, workload, reference
         self.space, self.settings = space, settings
@@ -42,4 +43,5 @@ class Objective:
         medians = per_query_medians(passes)
         trial.set_user_attr("per_query_median_ms", [round(m * 1000.0, 4) for m in medians])
         trial.set_user_attr("padding_overhead", first.padded_tokens / max(first.real_tokens, 1))
+        trial.set_user_attr("rss_mb", round(psutil.Process().memory_info().rss / 2**20, 1))
         return percentile(medians, 95) * 1000.0

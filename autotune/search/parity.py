@@ -111,7 +111,7 @@ def compare(reference: Sequence[np.ndarray], candidate: Sequence[np.ndarray], to
 
 def reference_scores(pool: EnginePool, workload: Workload, onnxruntime_version: str) -> list[np.ndarray]:
     """fp32, batch size 1, no sort; cached per (model, workload, onnxruntime, max length)."""
-    key = f"{pool.bundle.sha256[:16]}-{workload.sha256[:16]}-ort{onnxruntime_version}-L{pool.bundle.max_length}"
+    key = f"{pool.bundle.sha256[:16]}-{workload.sha256[:16]}-ort{onnxruntime_version}-L{pool.max_length}"
     path = cache_dir() / "references" / f"{key}.npz"
     if path.exists():
         try:

@@ -21,6 +21,9 @@ class SearchSpace:
     threads: tuple[int, ...]
     length_sort: tuple[bool, ...] = (False, True)
     precisions: tuple[str, ...] = PRECISIONS
+    mem_arena: tuple[bool, ...] = (True,)
+    default_sort: bool = False  # what Hindsight does with this target when nobody tunes it
+    default_arena: bool = True
 
     @classmethod
     def for_host(
@@ -53,15 +56,23 @@ class SearchSpace:
             intra_op_threads=int(trial.suggest_categorical("intra_op_threads", list(self.threads))),
             length_sort=bool(trial.suggest_categorical("length_sort", list(self.length_sort))),
             precision=str(trial.suggest_categorical("precision", list(self.precisions))),
+            mem_arena=bool(trial.suggest_categorical("mem_arena", list(self.mem_arena))),
         )
 
     def baseline(self) -> EngineConfig:
         """Hindsight's default, as it behaves on this workload (batch 32, capped like the rest)."""
         return EngineConfig(batch_size=min(BASELINE.batch_size, max(self.batch_sizes)),
-                            intra_op_threads=0, length_sort=False, precision="fp32")
+                            intra_op_threads=0, length_sort=self.default_sort, precision="fp32",
+                            mem_arena=self.default_arena)
 
     def size(self) -> int:
-        return len(self.batch_sizes) * len(self.threads) * len(self.length_sort) * len(self.precisions)
+        return (len(self.batch_sizes) * len(self.threads) * len(self.length_sort) * len(self.precisions)
+                * len(self.mem_arena))
+
+    def dimensions(self) -> dict[str, list[object]]:
+        return {"batch_size": list(self.batch_sizes), "intra_op_threads": list(self.threads),
+                "length_sort": list(self.length_sort), "precision": list(self.precisions),
+                "mem_arena": list(self.mem_arena)}
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(self.__dict__, sort_keys=True, default=list).encode()).hexdigest()[:8]

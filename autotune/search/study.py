@@ -48,9 +48,11 @@ def best_feasible_value(trials: Sequence[FrozenTrial]) -> float | None:
     return min(values) if values else None
 
 
+PARAMS = frozenset({"batch_size", "intra_op_threads", "length_sort", "precision", "mem_arena"})
+
+
 def config_of(trial: FrozenTrial) -> EngineConfig:
-    return EngineConfig(**{k: trial.params[k] for k in ("batch_size", "intra_op_threads", "length_sort",
-                                                         "precision")})
+    return EngineConfig.from_dict(trial.params)
 
 
 @dataclass
@@ -60,10 +62,11 @@ class TrialRecord:
     state: str
     p95_ms: float | None
     rejected: str | None
+    rss_mb: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"number": self.number, **self.config.to_dict(), "state": self.state,
-                "p95_ms": self.p95_ms, "rejected": self.rejected}
+                "p95_ms": self.p95_ms, "rejected": self.rejected, "rss_mb": self.rss_mb}
 
 
 def fail_stale_trials(study: optuna.Study) -> int:
@@ -102,13 +105,14 @@ def run_study(
 def trial_records(study: optuna.Study) -> list[TrialRecord]:
     records = []
     for t in study.get_trials(deepcopy=False):
-        if set(t.params) != {"batch_size", "intra_op_threads", "length_sort", "precision"}:
+        if set(t.params) != PARAMS:
             continue
         rejected = t.user_attrs.get("rejected")
         value = t.value if t.state == TrialState.COMPLETE else None
         if t.state == TrialState.PRUNED and t.last_step is not None:
             value = t.intermediate_values[t.last_step]  # its running p95 when it was stopped
-        records.append(TrialRecord(t.number, config_of(t), t.state.name.lower(), value, rejected))
+        records.append(TrialRecord(t.number, config_of(t), t.state.name.lower(), value, rejected,
+                                   t.user_attrs.get("rss_mb")))
     return records
 
 def open_study(name: str, storage: str | None, seed: int, ratio: float, fresh: bool) -> optuna.Study:

@@ -1,4 +1,8 @@
-"""`autotune run` as a plain function: validate, probe, search, re-race, write outputs."""
+"""`autotune run` as a plain function: validate, probe, search, re-race, write outputs.
+
+The target (`onnx`, `tei`, `local`) decides how candidates score and which keys are written;
+everything else (storage, resume, parity, pruning, finalists) is the same for all of them.
+"""
 
 from __future__ import annotations
 
@@ -10,25 +14,20 @@ from typing import Any
 import numpy as np
 import optuna
 
+from autotune.errors import OptionsError
 from autotune.fileio import check_writable, deferred_interrupts
 from autotune.host import HostInfo, HostProbe, default_probe, run_conditions
-from autotune.outputs.envfile import MergeResult, parse_env, read_text_exact, write_env
-from autotune.outputs.profile import (
-    DEFAULT_TEI_URL,
-    SCHEMA,
-    check_name,
-    env_keys,
-    now_iso,
-    profile_name,
-    tei_batch_size,
-    versions,
-    write_profile,
-)
+from autotune.outputs.envfile import MergeResult, merge_env, parse_env, read_text_exact, write_env
+from autotune.outputs.model_dir import StagedModel, TokenizerCheck, check_tokenizer, stage_model_dir
+from autotune.outputs.profile import DEFAULT_TEI_URL, check_name, profile_name, tei_batch_size, write_profile
 from autotune.paths import state_dir
 from autotune.runlock import host_lock
-from autotune.runtime.engine import REFERENCE, EngineConfig
+from autotune.runtime.backends import inspect_graph
+from autotune.runtime.engine import EngineConfig, EngineTraits, ScoringPool
 from autotune.runtime.model import ModelBundle, resolve_model
 from autotune.runtime.sessions import EnginePool
+from autotune.runtime.targets import DEFAULT_TARGET, EnvContext, SpaceLimits, Target, get_target
+from autotune.runtime.tokenize import PairTokenizer
 from autotune.search.finalists import SearchResult, choose, finalists_from, rerace
 from autotune.search.measure import replay
 from autotune.search.objective import Objective
@@ -55,6 +54,9 @@ class RunOptions:
     max_threads: int | None = None
     tei_url: str = DEFAULT_TEI_URL
     compose_file: Path | None = Path("compose.autotune.yaml")
+    target: str = DEFAULT_TARGET
+    model_out: Path | None = None  # default: models/<profile name>, beside the profile directory
+    model_path_in_container: str | None = None
 
 
 @dataclass
@@ -67,33 +69,60 @@ class RunOutcome:
     profile: dict[str, Any]
     env: MergeResult
     compose_path: Path | None
+    target: str = DEFAULT_TARGET
+    model_dir: Path | None = None
+    tokenizer_check: TokenizerCheck | None = None
 
+
+def check_hindsight_version(workload: Workload, target: Target) -> None:
+    """A workload recorded from a Hindsight without this target's provider cannot run it."""
+    for q in workload.queries:
+        version = q.extra.get("hindsight_version")
+        parsed = parse_version(version) if isinstance(version, str) else None
+        if parsed is not None and parsed < target.min_hindsight:
+            need = ".".join(map(str, target.min_hindsight))
+            raise OptionsError(f"the workload was recorded from Hindsight {version}, which has no `{target.name}` "
+                               f"reranker (new in {need}): use --target tei, or upgrade Hindsight")
+
+
+def parse_version(text: str) -> tuple[int, int] | None:
+    parts = text.strip().lstrip("v").split(".")
+    try:
+        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    except ValueError:
+        return None
+
+
+def model_out_dir(opts: RunOptions, name: str) -> Path:
+    return opts.model_out if opts.model_out is not None else Path(opts.profile_dir).parent / "models" / name
 
 
 def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: ProgressFn | None = None,
          on_stage: Callable[[str], None] | None = None) -> RunOutcome:
     stage = on_stage or (lambda _msg: None)
     workload = load_workload(opts.workload)  # all of it, before anything is measured or written
+    target = get_target(opts.target)
+    check_hindsight_version(workload, target)
     if opts.name is not None:
         check_name(opts.name)
-    check_writable(opts.env_file)
-    check_writable(opts.profile_dir / "x.yaml")
-    if opts.compose_file is not None:
-        check_writable(opts.compose_file)
+    _check_outputs(opts)
     host = (probe or default_probe()).probe()
-    space = SearchSpace.for_host(usable_cores=host.cores.usable, max_candidates=workload.max_candidates,
-                                 batch_sizes=opts.batch_sizes, precisions=opts.precisions,
-                                 max_threads=opts.max_threads)
-    bundle = resolve_model(opts.model)
+    space = target.space(SpaceLimits(usable_cores=host.cores.usable, max_candidates=workload.max_candidates,
+                                     batch_sizes=opts.batch_sizes, precisions=opts.precisions,
+                                     max_threads=opts.max_threads))
     settings = opts.settings
-    pool = EnginePool(bundle, has_vnni=host.has_vnni)
-    pool.engine(REFERENCE)  # a broken model fails here, before any progress is printed
-    with host_lock(state_dir()):
-        stage("computing the fp32 reference (batch size 1, no sort)")
-        reference = reference_scores(pool, workload, host.onnxruntime)
-        study_name = f"autotune-{host.fingerprint}-{bundle.sha256[:12]}-{workload.sha256[:12]}-{space.digest()}"
+    with host_lock(state_dir()):  # before the model loads: a second run refuses at once
+        bundle = resolve_model(opts.model)
+        traits = target.traits(host.cores.usable, bundle.max_length)
+        pool = target.pool(bundle, has_vnni=host.has_vnni, usable_cores=host.cores.usable)
+        pool.engine(space.baseline())  # a broken model fails here, before any progress is printed
+        stage(f"computing the fp32 reference (batch size 1, no sort, {_max_tokens(bundle, traits)} tokens)")
+        reference = _reference(bundle, host, workload, traits)
+        study_name = (f"autotune-{target.name}-{host.fingerprint}-{bundle.sha256[:12]}-{workload.sha256[:12]}-"
+                      f"{space.digest()}")
         study = open_study(study_name, opts.storage, settings.seed, settings.prune_ratio, opts.fresh)
-        stage(f"searching {space.size()} configurations with {settings.trials} trials (study {study_name})")
+        stage(f"searching {space.size()} configurations of the `{target.name}` target with {settings.trials} "
+              f"trials (study {study_name})")
         resumed = run_study(study, Objective(pool, workload, reference, space, settings), settings,
                             on_trial=progress)
         configs = finalists_from(study, space, settings.finalists)
@@ -104,13 +133,38 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
             f.parity = compare(reference, _scores(pool, f.config, workload), settings.tolerance(f.config.precision))
         passing = [f for f in finalists if f.parity is not None and f.parity.passed]
         winner, noise = choose(passing or finalists[:1])
-        int8_sample = _int8_sample(pool, winner.config, workload, reference) if "int8" in space.precisions else None
+        int8_sample = (_int8_sample(pool, winner.config, workload, reference)
+                       if "int8" in space.precisions and isinstance(pool, EnginePool) else None)
         conditions = run_conditions()
     result = SearchResult(study_name, winner, finalists[0], finalists, trial_records(study), noise, resumed)
-    return _write_outputs(opts, result, host, bundle, workload, space, conditions, int8_sample)
+    return _write_outputs(opts, target, result, host, bundle, pool, workload, space, conditions, int8_sample)
 
 
-def _scores(pool: EnginePool, config: EngineConfig, workload: Workload) -> list[Any]:
+def _check_outputs(opts: RunOptions) -> None:
+    """Every output must be writable, and the `.env` block intact, before anything is measured."""
+    check_writable(opts.env_file)
+    merge_env(read_text_exact(opts.env_file), {})  # a damaged block fails now, not after the search
+    check_writable(opts.profile_dir / "x.yaml")
+    if opts.compose_file is not None:
+        check_writable(opts.compose_file)
+    if opts.model_out is not None:
+        check_writable(opts.model_out.parent / "x")
+    if opts.model_path_in_container is not None and not opts.model_path_in_container.startswith("/"):
+        raise OptionsError(f"--model-path-in-container must be an absolute path, got {opts.model_path_in_container!r}")
+
+
+def _max_tokens(bundle: ModelBundle, traits: EngineTraits) -> int:
+    return min(traits.max_tokens or bundle.max_length, bundle.max_length)
+
+
+def _reference(bundle: ModelBundle, host: HostInfo, workload: Workload, traits: EngineTraits) -> list[np.ndarray]:
+    """fp32 at batch size 1 with no sort, truncated as the target truncates; its session is freed after."""
+    pool = EnginePool(bundle, has_vnni=host.has_vnni, traits=EngineTraits(max_tokens=traits.max_tokens),
+                      max_sessions=1)
+    return reference_scores(pool, workload, host.onnxruntime)
+
+
+def _scores(pool: ScoringPool, config: EngineConfig, workload: Workload) -> list[Any]:
     return replay(pool.engine(config), workload.queries, keep_scores=True).scores
 
 
@@ -124,61 +178,65 @@ def _int8_sample(pool: EnginePool, config: EngineConfig, workload: Workload, ref
     return {"fp32": [round(float(x), 6) for x in fp32[::step]], "int8": [round(float(x), 6) for x in quant[::step]]}
 
 
-def _write_outputs(opts: RunOptions, result: SearchResult, host: HostInfo, bundle: ModelBundle,
-                   workload: Workload, space: SearchSpace, conditions: dict[str, Any],
+def _stage_model(opts: RunOptions, target: Target, bundle: ModelBundle, pool: ScoringPool, winner: EngineConfig,
+                 workload: Workload, name: str, max_tokens: int) -> tuple[StagedModel, TokenizerCheck]:
+    """The directory Hindsight will load, checked token for token before it is put in place."""
+    torch_dir = getattr(pool, "checkpoint", None)
+    onnx_file = pool.model_path(winner.precision) if isinstance(pool, EnginePool) else bundle.onnx_path
+    input_names = inspect_graph(bundle.onnx_path)[0]
+    staged = stage_model_dir(model_out_dir(opts, name), onnx_file=onnx_file, source_dir=bundle.directory,
+                             input_names=input_names, max_tokens=max_tokens, torch_dir=torch_dir)
+    try:
+        tokenizer = PairTokenizer(bundle.tokenizer_path, max_tokens)
+        expected = [[{"input_ids": e.ids, "token_type_ids": e.type_ids, "attention_mask": [1] * len(e.ids)}
+                     for e in tokenizer.encode(q.query, q.documents)] for q in workload.queries]
+        check = check_tokenizer(staged.staging, [(q.query, q.documents) for q in workload.queries], expected,
+                                max_tokens, input_names)
+    except BaseException:
+        staged.discard()
+        raise
+    return staged, check
+
+
+def _write_outputs(opts: RunOptions, target: Target, result: SearchResult, host: HostInfo, bundle: ModelBundle,
+                   pool: ScoringPool, workload: Workload, space: SearchSpace, conditions: dict[str, Any],
                    int8_sample: dict[str, list[float]] | None) -> RunOutcome:
     from autotune.outputs.compose import write_compose
+    from autotune.outputs.profile_doc import build_profile
 
-    settings = opts.settings
     winner = result.winner
     name = opts.name or profile_name(host.brand, host.cores.usable, host.fingerprint)  # --name checked up front
     model_ref = "default" if opts.model is None else str(opts.model)
-    profile = {
-        "schema": SCHEMA,
-        "name": name,
-        "created": now_iso(),
-        "host": host.to_dict(),
-        "model": {"name": bundle.name, "ref": model_ref, "sha256": bundle.sha256,
-                  "max_length": bundle.max_length, "trained_head": bundle.trained_head},
-        "workload": workload.summary(),
-        "config": winner.config.to_dict(),
-        "metrics": {
-            "p50_ms": round(winner.latency.p50_ms, 3),
-            "p95_ms": round(winner.latency.p95_ms, 3),
-            "p99_ms": round(winner.latency.p99_ms, 3),
-            "baseline_p95_ms": round(result.baseline.latency.p95_ms, 3),
-            "speedup_p95": round(result.speedup_p95, 4),
-            "measured": "finalists and baseline re-measured interleaved in one run; per-query medians",
-        },
-        "parity": {**(winner.parity.to_dict() if winner.parity else {}), "int8_vs_fp32": int8_sample},
-        "search": {
-            "study": result.study_name,
-            "sampler": f"TPESampler(seed={settings.seed})",
-            "seed": settings.seed,
-            "trials": len(result.trials),
-            "resumed_trials": result.resumed_trials,
-            "repeats": settings.repeats,
-            "final_rounds": settings.final_rounds,
-            "space": {"batch_size": list(space.batch_sizes), "intra_op_threads": list(space.threads),
-                      "length_sort": list(space.length_sort), "precision": list(space.precisions)},
-            "finalists": [{**f.config.to_dict(), "p95_ms": round(f.latency.p95_ms, 3),
-                           "round_p95_ms": [round(x, 3) for x in f.round_p95_ms],
-                           "baseline": f.is_baseline,
-                           "parity_passed": f.parity.passed if f.parity else None} for f in result.finalists],
-            "rejected": [{"number": t.number, **t.config.to_dict(), "reason": t.rejected}
-                         for t in result.rejected],
-            "history": [t.to_dict() for t in result.trials],
-        },
-        "noise": {"warnings": result.warnings, "trustworthy": not result.warnings, **conditions},
-        "versions": versions(),
-    }
+    max_tokens = _max_tokens(bundle, target.traits(host.cores.usable, bundle.max_length))
+    staged, check, model_dir = None, None, None
+    if target.emits_model:
+        staged, check = _stage_model(opts, target, bundle, pool, winner.config, workload, name, max_tokens)
+        model_dir = model_out_dir(opts, name)
+    env_model_dir = opts.model_path_in_container or (str(model_dir.resolve()) if model_dir is not None else None)
     existing = parse_env(read_text_exact(opts.env_file))
-    keys = env_keys(winner.config, model=model_ref, tei_url=opts.tei_url,
-                    tei_batch_size=tei_batch_size(existing, workload.max_candidates))
+    ctx = EnvContext(model_ref=model_ref, model_dir=env_model_dir, tei_url=opts.tei_url,
+                     tei_batch_size=tei_batch_size(existing, workload.max_candidates), max_tokens=max_tokens,
+                     usable_cores=host.cores.usable)
+    keys = target.env_keys(winner.config, ctx)
+    profile = build_profile(name=name, target=target, result=result, host=host, bundle=bundle, model_ref=model_ref,
+                            workload=workload, space=space, settings=opts.settings, conditions=conditions,
+                            int8_sample=int8_sample, max_tokens=max_tokens, env_keys=keys,
+                            model_dir=None if model_dir is None else str(model_dir),
+                            model_path_in_container=opts.model_path_in_container,
+                            tokenizer_check=None if check is None else check.to_dict())
     compose_path = None
     with deferred_interrupts():
+        try:
+            if staged is not None:
+                staged.commit()
+        finally:
+            if staged is not None:
+                staged.discard()
         profile_path = write_profile(opts.profile_dir, name, profile)
         merge = write_env(opts.env_file, keys)
-        if opts.compose_file is not None:
-            compose_path = write_compose(opts.compose_file, profile_dir=opts.profile_dir, env_file=opts.env_file)
-    return RunOutcome(result, host, bundle, workload, profile_path, profile, merge, compose_path)
+        if opts.compose_file is not None and (target.name == "tei" or opts.model_path_in_container):
+            compose_path = write_compose(opts.compose_file, profile_dir=opts.profile_dir, env_file=opts.env_file,
+                                         target=target.name, model_dir=model_dir,
+                                         model_path_in_container=opts.model_path_in_container)
+    return RunOutcome(result, host, bundle, workload, profile_path, profile, merge, compose_path, target.name,
+                      model_dir, check)

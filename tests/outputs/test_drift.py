@@ -8,8 +8,10 @@ from autotune.errors import ExitStatus
 from autotune.host import HostInfo
 from autotune.outputs.drift import check_profile
 from autotune.outputs.envfile import write_env
-from autotune.outputs.profile import SCHEMA, env_keys, write_profile
+from autotune.outputs.profile import SCHEMA, write_profile
 from autotune.runtime.engine import EngineConfig
+from autotune.runtime.targets import EnvContext
+from autotune.runtime.targets.tei_sidecar import TeiTarget
 from tests.helpers import AVX2_HOST, VNNI_HOST
 
 INT8 = EngineConfig(batch_size=4, intra_op_threads=4, length_sort=True, precision="int8")
@@ -42,6 +44,12 @@ def test_onnxruntime_and_model_drift(tiny_model_dir):
     assert any("model sha256" in d for d in drifts)
 
 
+def env_keys(config: EngineConfig, *, model: str, tei_url: str, tei_batch_size: int) -> dict[str, str]:
+    ctx = EnvContext(model_ref=model, model_dir=None, tei_url=tei_url, tei_batch_size=tei_batch_size,
+                     max_tokens=512, usable_cores=2)
+    return TeiTarget().env_keys(config, ctx)
+
+
 def test_env_block_drift(tmp_path, tiny_model_dir):
     profile = _profile(VNNI_HOST, model_dir=tiny_model_dir)
     env = tmp_path / ".env"
@@ -60,3 +68,19 @@ def test_cli_check_exit_statuses_through_probe_file_seam(tmp_path, tiny_model_di
     probe_file.write_text(json.dumps(AVX2_HOST.to_dict()))
     assert main(["check", "--profile", str(path)]) == ExitStatus.DRIFT
     assert "avx512_vnni" in capsys.readouterr().out
+
+
+def test_onnx_profile_env_drift_compares_the_keys_it_wrote(tmp_path, tiny_model_dir):
+    from autotune.runtime.targets.hindsight_onnx import OnnxTarget
+
+    config = replace(INT8, precision="fp32", mem_arena=False)
+    ctx = EnvContext(model_ref="default", model_dir="/models/r", tei_url="", tei_batch_size=0, max_tokens=512,
+                     usable_cores=2)
+    keys = OnnxTarget().env_keys(config, ctx)
+    profile = {**_profile(VNNI_HOST, config, model_dir=tiny_model_dir), "target": "onnx", "env": keys}
+    env = tmp_path / ".env"
+    write_env(env, keys)
+    assert check_profile(profile, VNNI_HOST, env_file=env) == []
+    write_env(env, {**keys, "HINDSIGHT_API_RERANKER_ONNX_CPU_MEM_ARENA": "true"})
+    drifts = check_profile(profile, VNNI_HOST, env_file=env)
+    assert len(drifts) == 1 and "ONNX_CPU_MEM_ARENA" in drifts[0]

@@ -6,7 +6,6 @@ from autotune.errors import OptionsError
 from autotune.outputs.profile import (
     SCHEMA,
     check_name,
-    env_keys,
     load_profile,
     profile_config,
     profile_name,
@@ -16,14 +15,6 @@ from autotune.outputs.profile import (
 from autotune.runtime.engine import EngineConfig
 
 CONFIG = EngineConfig(batch_size=4, intra_op_threads=2, length_sort=True, precision="int8")
-
-
-def test_env_keys_use_hindsight_spellings_and_are_never_empty():
-    keys = env_keys(CONFIG, model="default", tei_url="http://reranker:8080", tei_batch_size=300)
-    assert keys["AUTOTUNE_LENGTH_SORT"] == "true" and keys["HINDSIGHT_API_RERANKER_PROVIDER"] == "tei"
-    assert env_keys(EngineConfig(1, 0, False, "fp32"), model="m", tei_url="u",
-                    tei_batch_size=1)["AUTOTUNE_LENGTH_SORT"] == "false"
-    assert all(v for v in keys.values())
 
 
 def test_tei_batch_size_follows_caps():

@@ -1,0 +1,157 @@
+"""The model directory Hindsight loads as it is: `model.onnx` and the tokenizer files.
+
+It is staged beside its destination, checked, and swapped in whole, so a failed run leaves
+the previous directory untouched. Modes are 0755/0644 after the umask: Hindsight often runs as
+another user, and a `mkdtemp` directory (0700) would be unreadable to it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from autotune.errors import ModelError, OutputError
+from autotune.fileio import umask
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
+                   "vocab.json", "merges.txt", "added_tokens.json", "sentencepiece.bpe.model", "spiece.model",
+                   "config.json")
+TORCH_FILES = ("model.safetensors", "pytorch_model.bin", "config.json", "modules.json",
+               "sentence_bert_config.json", "config_sentence_transformers.json")
+
+
+@dataclass
+class StagedModel:
+    """A model directory written next to its destination, not yet in place."""
+
+    staging: Path
+    destination: Path
+
+    def commit(self) -> Path:
+        """Swap the staged directory in; the old one, if any, is removed only once the new one is there."""
+        old = None
+        if self.destination.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{self.destination.name}.old-", dir=self.destination.parent))
+            old.rmdir()
+            self.destination.rename(old)
+        try:
+            self.staging.rename(self.destination)
+        except OSError as exc:
+            if old is not None:
+                old.rename(self.destination)
+            raise OutputError(f"cannot move the model into {self.destination}: {exc.strerror}") from exc
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+        return self.destination
+
+    def discard(self) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def stage_model_dir(destination: Path, *, onnx_file: Path, source_dir: Path, input_names: Sequence[str],
+                    max_tokens: int, torch_dir: Path | None = None) -> StagedModel:
+    """Copy the chosen ONNX file (fp32 or int8) and the tokenizer files into a staging directory.
+
+    Where the source has no `tokenizer_config.json`, a minimal one names the graph's inputs:
+    without it transformers builds a tokenizer that gives no `token_type_ids`.
+    """
+    destination = Path(destination)
+    try:
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.stage-", dir=destination.parent))
+    except OSError as exc:
+        raise OutputError(f"cannot create the model directory {destination}: {exc.strerror}") from exc
+    staged = StagedModel(staging, destination)
+    try:
+        shutil.copyfile(onnx_file, staging / "model.onnx")
+        for name in TOKENIZER_FILES:
+            if (source_dir / name).is_file():
+                shutil.copyfile(source_dir / name, staging / name)
+        if not (staging / "tokenizer_config.json").exists():
+            (staging / "tokenizer_config.json").write_text(json.dumps(
+                {"model_input_names": list(input_names), "model_max_length": max_tokens}, indent=2) + "\n")
+        if torch_dir is not None:
+            for name in TORCH_FILES:
+                if (torch_dir / name).is_file():
+                    shutil.copyfile(torch_dir / name, staging / name)
+        _make_readable(staging)
+    except OSError as exc:
+        staged.discard()
+        raise OutputError(f"cannot write the model directory {destination}: {exc.strerror}") from exc
+    return staged
+
+
+def _make_readable(directory: Path) -> None:
+    mask = umask()
+    os.chmod(directory, 0o755 & ~mask)
+    for path in directory.rglob("*"):
+        os.chmod(path, (0o755 if path.is_dir() else 0o644) & ~mask)
+
+
+Feeds = dict[str, list[int]]
+
+
+@dataclass(frozen=True)
+class TokenizerCheck:
+    """Whether transformers' AutoTokenizer on the emitted directory gives autotune's ids."""
+
+    checked: bool
+    pairs: int = 0
+    tokenizer_class: str = ""
+    note: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return {"checked": self.checked, "pairs": self.pairs, "tokenizer_class": self.tokenizer_class,
+                "note": self.note}
+
+
+def check_tokenizer(directory: Path, pairs_by_query: Sequence[tuple[str, list[str]]],
+                    expected: Sequence[Sequence[Feeds]], max_tokens: int, input_names: Sequence[str]
+                    ) -> TokenizerCheck:
+    """Feed for feed, as Hindsight builds them: `tokenizer(queries, docs, truncation=True, max_length=...)`,
+    then zeros for `token_type_ids` where the graph wants them and the tokenizer gives none.
+
+    A different tokenizer path once gave 55 tokens where the right one gave 25; a tokenizer that
+    gives no `token_type_ids` makes a BERT score every pair as if it were one segment. Either
+    way scores drift for no reason the parity gate can see. Without transformers the check is
+    skipped, and the result says so.
+    """
+    try:
+        from transformers import AutoTokenizer
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        return TokenizerCheck(False, note="transformers is not installed: the AutoTokenizer check was skipped "
+                                          "(pip install transformers to run it)")
+    hf_logging.set_verbosity_error()
+    try:
+        tok = AutoTokenizer.from_pretrained(str(directory))
+    except Exception as exc:  # transformers raises many kinds here
+        raise ModelError(f"transformers' AutoTokenizer cannot load {directory}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from exc
+    if not tok.is_fast:
+        raise ModelError(f"AutoTokenizer loads {type(tok).__name__} from {directory}, a slow tokenizer: Hindsight "
+                         "would tokenize differently from autotune; add tokenizer.json to the model")
+    total = mismatched = 0
+    first = ""
+    for q_index, ((query, documents), ours_q) in enumerate(zip(pairs_by_query, expected, strict=True)):
+        got = tok([query] * len(documents), documents, truncation=True, max_length=max_tokens)
+        for d_index, ours in enumerate(ours_q):
+            total += 1
+            theirs = {name: list(got[name][d_index]) if name in got else [0] * len(got["input_ids"][d_index])
+                      for name in input_names}
+            differs = [name for name in input_names if theirs[name] != list(ours[name])]
+            if differs:
+                mismatched += 1
+                first = first or (f"query #{q_index} document #{d_index}: {differs[0]} differ, "
+                                  f"{len(theirs['input_ids'])} tokens against {len(ours['input_ids'])}"
+                                  + ("; it gives no token_type_ids" if "token_type_ids" not in got else ""))
+    if mismatched:
+        raise ModelError(f"transformers' AutoTokenizer on {directory} feeds the model other inputs than "
+                         f"tokenizer.json for {mismatched} of {total} pairs ({first}): Hindsight would score "
+                         "other inputs")
+    return TokenizerCheck(True, total, type(tok).__name__)

@@ -1,0 +1,68 @@
+"""What a profile says: built from a finished search, with hashes and counts of the workload, never its text."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from autotune.outputs.profile import SCHEMA, now_iso, versions
+
+if TYPE_CHECKING:
+    from autotune.host import HostInfo
+    from autotune.runtime.model import ModelBundle
+    from autotune.runtime.targets import Target
+    from autotune.search.finalists import SearchResult
+    from autotune.search.space import SearchSettings, SearchSpace
+    from autotune.workload.queries import Workload
+
+
+def build_profile(*, name: str, target: Target, result: SearchResult, host: HostInfo, bundle: ModelBundle,
+                  model_ref: str, workload: Workload, space: SearchSpace, settings: SearchSettings,
+                  conditions: dict[str, Any], int8_sample: dict[str, list[float]] | None, max_tokens: int,
+                  env_keys: dict[str, str], model_dir: str | None, model_path_in_container: str | None,
+                  tokenizer_check: dict[str, Any] | None) -> dict[str, Any]:
+    winner = result.winner
+    rss = [t.rss_mb for t in result.trials if t.config == winner.config and t.rss_mb is not None]
+    return {
+        "schema": SCHEMA,
+        "name": name,
+        "created": now_iso(),
+        "target": target.name,
+        "host": host.to_dict(),
+        "model": {"name": bundle.name, "ref": model_ref, "sha256": bundle.sha256,
+                  "max_length": bundle.max_length, "max_tokens": max_tokens, "trained_head": bundle.trained_head,
+                  "dir": model_dir, "path_in_container": model_path_in_container,
+                  "tokenizer_check": tokenizer_check},
+        "workload": workload.summary(),
+        "config": winner.config.to_dict(),
+        "env": env_keys,
+        "metrics": {
+            "p50_ms": round(winner.latency.p50_ms, 3),
+            "p95_ms": round(winner.latency.p95_ms, 3),
+            "p99_ms": round(winner.latency.p99_ms, 3),
+            "baseline_p95_ms": round(result.baseline.latency.p95_ms, 3),
+            "speedup_p95": round(result.speedup_p95, 4),
+            "rss_mb": round(max(rss), 1) if rss else None,
+            "measured": "finalists and baseline re-measured interleaved in one run; per-query medians; "
+                        "rss_mb is the process RSS after this configuration's timed passes",
+        },
+        "parity": {**(winner.parity.to_dict() if winner.parity else {}), "int8_vs_fp32": int8_sample},
+        "search": {
+            "study": result.study_name,
+            "sampler": f"TPESampler(seed={settings.seed})",
+            "seed": settings.seed,
+            "trials": len(result.trials),
+            "resumed_trials": result.resumed_trials,
+            "repeats": settings.repeats,
+            "final_rounds": settings.final_rounds,
+            "space": space.dimensions(),
+            "finalists": [{**f.config.to_dict(), "p95_ms": round(f.latency.p95_ms, 3),
+                           "round_p95_ms": [round(x, 3) for x in f.round_p95_ms],
+                           "baseline": f.is_baseline,
+                           "parity_passed": f.parity.passed if f.parity else None} for f in result.finalists],
+            "rejected": [{"number": t.number, **t.config.to_dict(), "reason": t.rejected}
+                         for t in result.rejected],
+            "history": [t.to_dict() for t in result.trials],
+        },
+        "noise": {"warnings": result.warnings, "trustworthy": not result.warnings, **conditions},
+        "versions": versions(),
+    }

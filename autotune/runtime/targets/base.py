@@ -1,0 +1,94 @@
+"""A target is what Hindsight will run: how it scores, what may be tuned, and the keys it reads.
+
+It is not a second tuner. The tuner, `bench` and `check` take any target; each target gives
+its engine traits (or its own scorer), its search space, Hindsight's defaults as the baseline,
+and the `.env` keys for a configuration.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from autotune.runtime.engine import HINDSIGHT_DEFAULT_BATCH, EngineConfig, EngineTraits, ScoringPool
+from autotune.runtime.model import ModelBundle
+from autotune.search.space import SearchSpace
+
+HINDSIGHT_THREAD_CAP = 16
+PREFIX = "HINDSIGHT_API_RERANKER_"
+
+
+def hindsight_native_threads(usable_cores: int, environ: dict[str, str] | None = None) -> int:
+    """What Hindsight sizes a native pool to: `OMP_NUM_THREADS` when set, else min(16, usable CPUs)."""
+    env = os.environ if environ is None else environ
+    try:
+        return max(1, int(env["OMP_NUM_THREADS"]))
+    except (KeyError, ValueError):
+        return max(1, min(HINDSIGHT_THREAD_CAP, usable_cores))
+
+
+def flag(value: bool) -> str:
+    """Hindsight reads booleans as true only for `true`/`1`; write the one spelling it documents."""
+    return "true" if value else "false"
+
+
+@dataclass(frozen=True)
+class EnvContext:
+    """What the keys need besides the configuration."""
+
+    model_ref: str  # "default" or the --model directory (for `autotune serve`)
+    model_dir: str | None  # where Hindsight finds the emitted model directory (onnx, local)
+    tei_url: str
+    tei_batch_size: int
+    max_tokens: int
+    usable_cores: int
+
+
+@dataclass(frozen=True)
+class SpaceLimits:
+    """The user's narrowing of a target's space (`--batch-sizes`, `--precisions`, `--max-threads`)."""
+
+    usable_cores: int
+    max_candidates: int
+    batch_sizes: Sequence[int] | None = None
+    precisions: Sequence[str] | None = None
+    max_threads: int | None = None
+
+
+class Target(ABC):
+    """One way Hindsight can run the reranker. Subclasses are stateless and cheap to build."""
+
+    name: ClassVar[str]
+    provider: ClassVar[str]  # the HINDSIGHT_API_RERANKER_PROVIDER value
+    summary: ClassVar[str]
+    min_hindsight: ClassVar[tuple[int, int]] = (0, 0)  # the oldest Hindsight that has this provider
+    emits_model: ClassVar[bool] = False  # writes a model directory that Hindsight loads as it is
+    config_keys: ClassVar[tuple[str, ...]]  # the keys a drift check compares with the profile
+
+    @abstractmethod
+    def traits(self, usable_cores: int, max_length: int) -> EngineTraits:
+        """How the engine must score to behave as this target does."""
+
+    @abstractmethod
+    def space(self, limits: SpaceLimits) -> SearchSpace:
+        """The knobs this target reads, within the user's limits."""
+
+    @abstractmethod
+    def env_keys(self, config: EngineConfig, ctx: EnvContext) -> dict[str, str]:
+        """The `.env` block for a configuration; no value is ever empty."""
+
+    def pool(self, bundle: ModelBundle, *, has_vnni: bool, usable_cores: int) -> ScoringPool:
+        from autotune.runtime.sessions import EnginePool
+
+        return EnginePool(bundle, has_vnni=has_vnni, traits=self.traits(usable_cores, bundle.max_length))
+
+    def baseline(self, space: SearchSpace) -> EngineConfig:
+        """Hindsight's defaults for this target, as they behave on this workload."""
+        return space.baseline()
+
+    @staticmethod
+    def default_batch() -> int:
+        return HINDSIGHT_DEFAULT_BATCH

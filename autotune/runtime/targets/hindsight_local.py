@@ -1,0 +1,126 @@
+"""`local`: Hindsight's default provider, sentence-transformers `CrossEncoder` on PyTorch.
+
+Scoring replays `LocalSTCrossEncoder._predict_sync`: with bucket batching, pairs are sorted by
+`len(query) + len(doc)` in characters, shortest first; then `predict` runs per slice of
+`LOCAL_BATCH_SIZE`. Threads come from `OMP_NUM_THREADS`. torch is needed here and nowhere
+else on the ONNX path.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from autotune.runtime.engine import EngineConfig, EngineTraits, ScoreResult
+from autotune.runtime.model import ModelBundle
+from autotune.runtime.targets.base import (
+    PREFIX,
+    EnvContext,
+    SpaceLimits,
+    Target,
+    flag,
+    hindsight_native_threads,
+)
+from autotune.search.space import SearchSpace
+
+MAX_CONCURRENT = 1  # threads were tuned for one pass at a time; more passes share the same cores
+
+
+class LocalScorer:
+    """One configuration of Hindsight's local provider, timed like the ONNX engine."""
+
+    def __init__(self, model: object, *, batch_size: int, bucket_batching: bool, threads: int) -> None:
+        self.model = model
+        self.batch_size = batch_size
+        self.bucket_batching = bucket_batching
+        self.threads = threads
+
+    def score(self, query: str, documents: list[str]) -> ScoreResult:
+        import torch
+
+        if torch.get_num_threads() != self.threads:
+            torch.set_num_threads(self.threads)
+        start = time.perf_counter()
+        pairs = [(query, d) for d in documents]
+        order = list(range(len(pairs)))
+        if self.bucket_batching and len(pairs) > 1:
+            order.sort(key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
+        out = np.empty(len(pairs), dtype=np.float64)
+        for lo in range(0, len(order), self.batch_size):
+            window = order[lo:lo + self.batch_size]
+            batch = self.model.predict([pairs[i] for i in window], batch_size=self.batch_size,  # type: ignore[attr-defined]
+                                       show_progress_bar=False)
+            out[window] = np.asarray(batch, dtype=np.float64).reshape(-1)
+        total = time.perf_counter() - start
+        scores, raw = _calibrated(out, self.model)
+        if not np.all(np.isfinite(raw)):
+            from autotune.errors import ModelError
+
+            raise ModelError("the PyTorch model produced non-finite scores (NaN or inf)")
+        return ScoreResult(scores, raw, total, 0.0, total, 0, 0, [])
+
+
+def _calibrated(out: np.ndarray, model: object) -> tuple[np.ndarray, np.ndarray]:
+    """sentence-transformers applies a sigmoid to 1-label heads itself; undo it once for the logit."""
+    if type(getattr(model, "activation_fn", None)).__name__ == "Sigmoid":
+        clipped = np.clip(out, 1e-12, 1 - 1e-12)
+        return out, np.log(clipped / (1 - clipped))
+    return 1.0 / (1.0 + np.exp(-out)), out
+
+
+class LocalPool:
+    """Loads the PyTorch checkpoint once; each configuration is a cheap scorer over it."""
+
+    def __init__(self, checkpoint: Path, *, usable_cores: int) -> None:
+        from autotune.runtime.torch_reference import load_cross_encoder
+
+        self.checkpoint = checkpoint
+        self.model = load_cross_encoder(checkpoint)
+        self.zero_threads = hindsight_native_threads(usable_cores)
+
+    def engine(self, config: EngineConfig) -> LocalScorer:
+        return LocalScorer(self.model, batch_size=config.batch_size, bucket_batching=config.length_sort,
+                           threads=config.intra_op_threads or self.zero_threads)
+
+
+class LocalTarget(Target):
+    name = "local"
+    provider = "local"
+    summary = "Hindsight's default provider (sentence-transformers on PyTorch), tuned in place"
+    emits_model = True
+    config_keys: ClassVar[tuple[str, ...]] = (f"{PREFIX}LOCAL_BATCH_SIZE", f"{PREFIX}LOCAL_BUCKET_BATCHING",
+                                              "OMP_NUM_THREADS")
+
+    def traits(self, usable_cores: int, max_length: int) -> EngineTraits:
+        """The fp32 reference and parity run through ONNX Runtime with the same truncation."""
+        return EngineTraits(sort_key="chars_asc", spinning=True, zero_threads=hindsight_native_threads(usable_cores))
+
+    def space(self, limits: SpaceLimits) -> SearchSpace:
+        base = SearchSpace.for_host(usable_cores=limits.usable_cores, max_candidates=limits.max_candidates,
+                                    batch_sizes=limits.batch_sizes, precisions=limits.precisions or ("fp32",),
+                                    max_threads=limits.max_threads)
+        if base.precisions != ("fp32",):
+            from autotune.errors import OptionsError
+
+            raise OptionsError("--target local runs PyTorch in fp32 only; drop --precisions or use --target onnx")
+        return base
+
+    def pool(self, bundle: ModelBundle, *, has_vnni: bool, usable_cores: int) -> LocalPool:
+        from autotune.runtime.torch_reference import checkpoint_for
+
+        return LocalPool(checkpoint_for(bundle), usable_cores=usable_cores)
+
+    def env_keys(self, config: EngineConfig, ctx: EnvContext) -> dict[str, str]:
+        keys = {f"{PREFIX}PROVIDER": self.provider}
+        if ctx.model_dir is not None:
+            keys[f"{PREFIX}LOCAL_MODEL"] = ctx.model_dir.rstrip("/")
+        keys.update({
+            f"{PREFIX}LOCAL_BATCH_SIZE": str(config.batch_size),
+            f"{PREFIX}LOCAL_BUCKET_BATCHING": flag(config.length_sort),
+            f"{PREFIX}LOCAL_MAX_CONCURRENT": str(MAX_CONCURRENT),
+            "OMP_NUM_THREADS": str(config.intra_op_threads or hindsight_native_threads(ctx.usable_cores)),
+        })
+        return keys

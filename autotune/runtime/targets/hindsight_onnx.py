@@ -1,0 +1,68 @@
+"""`onnx`: Hindsight 1.1's in-process ONNX Runtime provider (`OnnxCrossEncoder`), replayed exactly.
+
+Hindsight sorts pairs by `len(query) + len(doc)` in characters, longest first, cuts them
+into batches of `ONNX_BATCH_SIZE`, pads each to its longest pair with truncation at
+`ONNX_MAX_TOKENS`, and runs one session with inter-op 1, spinning off, and the arena as
+`ONNX_CPU_MEM_ARENA` says. `ONNX_THREADS=0` means its native cap. It returns raw logits.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from autotune.runtime.engine import EngineConfig, EngineTraits
+from autotune.runtime.targets.base import (
+    PREFIX,
+    EnvContext,
+    SpaceLimits,
+    Target,
+    flag,
+    hindsight_native_threads,
+)
+from autotune.search.space import SearchSpace
+
+HINDSIGHT_MAX_TOKENS = 512
+MAX_CONCURRENT = 1  # threads were tuned for one pass at a time
+
+
+def onnx_max_tokens(model_max_length: int) -> int:
+    """Hindsight's default, or the model's limit where that is smaller."""
+    return min(HINDSIGHT_MAX_TOKENS, model_max_length)
+
+
+class OnnxTarget(Target):
+    name = "onnx"
+    provider = "onnx"
+    summary = "Hindsight ≥ 1.1 runs the tuned ONNX model in-process: no extra service"
+    min_hindsight = (1, 1)
+    emits_model = True
+    config_keys: ClassVar[tuple[str, ...]] = tuple(
+        f"{PREFIX}ONNX_{k}" for k in ("BATCH_SIZE", "THREADS", "CPU_MEM_ARENA", "MAX_TOKENS"))
+
+    def traits(self, usable_cores: int, max_length: int) -> EngineTraits:
+        return EngineTraits(sort_key="chars_desc", spinning=False,
+                            zero_threads=hindsight_native_threads(usable_cores),
+                            max_tokens=onnx_max_tokens(max_length))
+
+    def space(self, limits: SpaceLimits) -> SearchSpace:
+        base = SearchSpace.for_host(usable_cores=limits.usable_cores, max_candidates=limits.max_candidates,
+                                    batch_sizes=limits.batch_sizes, precisions=limits.precisions,
+                                    max_threads=limits.max_threads)
+        return SearchSpace(batch_sizes=base.batch_sizes, threads=base.threads, length_sort=(True,),
+                           precisions=base.precisions, mem_arena=(False, True), default_sort=True,
+                           default_arena=False)
+
+    def env_keys(self, config: EngineConfig, ctx: EnvContext) -> dict[str, str]:
+        if ctx.model_dir is None:
+            raise ValueError("the onnx target needs the emitted model directory")
+        directory = ctx.model_dir.rstrip("/")
+        return {
+            f"{PREFIX}PROVIDER": self.provider,
+            f"{PREFIX}ONNX_MODEL_PATH": f"{directory}/model.onnx",
+            f"{PREFIX}ONNX_TOKENIZER_NAME_OR_PATH": directory,
+            f"{PREFIX}ONNX_BATCH_SIZE": str(config.batch_size),
+            f"{PREFIX}ONNX_THREADS": str(config.intra_op_threads),
+            f"{PREFIX}ONNX_MAX_CONCURRENT": str(MAX_CONCURRENT),
+            f"{PREFIX}ONNX_MAX_TOKENS": str(ctx.max_tokens),
+            f"{PREFIX}ONNX_CPU_MEM_ARENA": flag(config.mem_arena),
+        }

@@ -1,0 +1,40 @@
+"""`tei`: `autotune serve` beside Hindsight, reached through its TEI client (any Hindsight ≥ 0.7.2)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from autotune.runtime.engine import EngineConfig, EngineTraits
+from autotune.runtime.targets.base import PREFIX, EnvContext, SpaceLimits, Target, flag
+from autotune.search.space import SearchSpace
+
+TEI_CONFIG_KEYS = ("AUTOTUNE_BATCH_SIZE", "AUTOTUNE_INTRA_OP_THREADS", "AUTOTUNE_LENGTH_SORT",
+                   "AUTOTUNE_PRECISION", "AUTOTUNE_MODEL")
+
+
+class TeiTarget(Target):
+    name = "tei"
+    provider = "tei"
+    summary = "autotune serve as a TEI-compatible sidecar (older Hindsight, shared rerankers)"
+    config_keys: ClassVar[tuple[str, ...]] = TEI_CONFIG_KEYS
+
+    def traits(self, usable_cores: int, max_length: int) -> EngineTraits:
+        return EngineTraits(sort_key="tokens", spinning=True, zero_threads=0)
+
+    def space(self, limits: SpaceLimits) -> SearchSpace:
+        return SearchSpace.for_host(usable_cores=limits.usable_cores, max_candidates=limits.max_candidates,
+                                    batch_sizes=limits.batch_sizes, precisions=limits.precisions,
+                                    max_threads=limits.max_threads)
+
+    def env_keys(self, config: EngineConfig, ctx: EnvContext) -> dict[str, str]:
+        return {
+            f"{PREFIX}PROVIDER": self.provider,
+            f"{PREFIX}TEI_URL": ctx.tei_url,
+            f"{PREFIX}TEI_BATCH_SIZE": str(ctx.tei_batch_size),
+            "AUTOTUNE_BATCH_SIZE": str(config.batch_size),
+            "AUTOTUNE_INTRA_OP_THREADS": str(config.intra_op_threads),
+            "AUTOTUNE_LENGTH_SORT": flag(config.length_sort),
+            "AUTOTUNE_PRECISION": config.precision,
+            "AUTOTUNE_MODEL": ctx.model_ref,
+            "AUTOTUNE_MAX_CLIENT_BATCH_SIZE": str(max(1024, ctx.tei_batch_size)),
+        }
