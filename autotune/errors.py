@@ -21,6 +21,7 @@ class ExitStatus(IntEnum):
     LOCKED = 7
     MISSING_DEPENDENCY = 8
     UPSTREAM = 9
+    REGRESSION = 10
     INTERRUPTED = 130
 
 
@@ -64,3 +65,7 @@ class MissingDependencyError(AutotuneError):
 
 class UpstreamError(AutotuneError):
     status = ExitStatus.UPSTREAM
+
+
+class RegressionError(AutotuneError):
+    status = ExitStatus.REGRESSION

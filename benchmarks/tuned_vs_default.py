@@ -1,13 +1,17 @@
-"""Tuned profile against `ort-default` and `hindsight-local`, on the example and a heavier workload.
+"""Each target's tuned profile against Hindsight's defaults, on the example and a heavier workload.
 
-Tunes each workload (outputs in a temp dir), then benchmarks interleaved in one run and
-prints p95 ratios. Usage: python benchmarks/tuned_vs_default.py [--trials 20] [--rounds 5]
+For each workload it tunes every target asked for (outputs in a temp dir), then benchmarks
+them all interleaved in one run against `hindsight-onnx` (Hindsight 1.1's onnx provider at its
+defaults) and `hindsight-local` (its PyTorch default), and prints the p95 ratios.
+Usage: python benchmarks/tuned_vs_default.py [--targets onnx,local,tei] [--trials 20] [--rounds 5]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
+import time
 from pathlib import Path
 
 from _common import example_workload, heavy_workload
@@ -21,23 +25,38 @@ from autotune.search.tuner import RunOptions, tune
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--targets", default="onnx,local", help="comma-separated; the first is benched")
+    parser.add_argument("--workloads", default="example,heavy")
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     host = default_probe().probe()
+    isa = ",".join(k for k, v in host.isa.items() if v)
+    print(f"host: {host.brand}, {host.cores.usable} usable cores, ISA {isa}, onnxruntime {host.onnxruntime}")
+    targets = [t.strip() for t in args.targets.split(",") if t.strip()]
+    workloads = {"example": example_workload, "heavy": heavy_workload}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, workload in (("example", example_workload()), ("heavy", heavy_workload())):
+        for name in args.workloads.split(","):
+            workload = workloads[name]()
             path = Path(tmp) / f"{name}.jsonl"
-            path.write_text("\n".join(__import__("json").dumps({"query": q.query, "documents": q.documents})
+            path.write_text("\n".join(json.dumps({"query": q.query, "documents": q.documents})
                                       for q in workload.queries) + "\n")
-            settings = SearchSettings(trials=args.trials, repeats=1 if name == "heavy" else 3, final_rounds=3)
-            outcome = tune(RunOptions(workload=path, env_file=Path(tmp) / f"{name}.env",
-                                      profile_dir=Path(tmp) / "profiles", name=name, settings=settings,
-                                      compose_file=None, fresh=True))
-            result = run_bench(outcome.profile, workload, host, against=["ort-default", "hindsight-local"],
-                               rounds=args.rounds)
+            profiles = Path(tmp) / name / "profiles"
+            outcomes = {}
+            for target in targets:
+                settings = SearchSettings(trials=args.trials, repeats=1 if name == "heavy" else 3, final_rounds=3)
+                start = time.perf_counter()
+                outcomes[target] = tune(RunOptions(
+                    workload=path, env_file=Path(tmp) / f"{name}-{target}.env", profile_dir=profiles,
+                    name=f"{target}", settings=settings, compose_file=None, fresh=True, target=target,
+                    model_out=Path(tmp) / name / "models" / target))
+                print(f"tuned {name} for {target} in {time.perf_counter() - start:.0f} s: "
+                      f"{outcomes[target].result.winner.config.label()}")
+            first = outcomes[targets[0]]
+            result = run_bench(first.profile, workload, host, against=["hindsight-onnx", "hindsight-local"],
+                               rounds=args.rounds, profile_path=first.profile_path)
             print(f"\n== {name} workload: {len(workload.queries)} queries, up to {workload.max_candidates} "
-                  f"candidates; tuned {outcome.result.winner.config.label()}")
+                  f"candidates; `profile` is the {targets[0]} target, `profile:X` the others")
             print(format_bench(result))
 
 

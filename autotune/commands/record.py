@@ -25,6 +25,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--retries", type=int, default=2)
     p.add_argument("-o", "--out", type=Path, required=True)
     p.add_argument("--resume", action="store_true", help="append, skipping queries already recorded")
+    p.add_argument("--model", help="model directory (or `default`) to check the recording against Hindsight's "
+                                   "own scores")
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -60,4 +62,13 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"skipped: {failure}", file=out)
     if report.failures:
         print(f"{len(report.failures)} failed; rerun with --resume to retry them", file=out)
+    if args.model is not None and (report.written or report.skipped_existing):
+        from autotune.workload.queries import load_workload
+        from autotune.workload.selfcheck import check_recording
+
+        check = check_recording(load_workload(args.out).queries, None if args.model == "default" else Path(args.model))
+        if check is None:
+            print("self-check: the recording holds no scores of Hindsight's to compare with", file=out)
+        else:
+            print(f"self-check: {check.summary()}", file=out)
     return ExitStatus.OK if not report.failures else ExitStatus.UPSTREAM

@@ -41,6 +41,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--max-threads", type=positive_int, help="cap intra-op threads (default: usable cores)")
     p.add_argument("--storage", help="Optuna storage URL (default: a journal file in the state dir)")
     p.add_argument("--fresh", action="store_true", help="discard the stored study and start over")
+    p.add_argument("--wait-quiet", type=finite_float, default=0.0, metavar="SECONDS",
+                   help="before measuring, wait up to this long for the load average to fall")
+    p.add_argument("--accept-mismatch", action="store_true", help="tune on a recording even when it does not "
+                                                                  "reproduce Hindsight's own scores")
     for prec in ("fp32", "int8"):
         p.add_argument(f"--{prec}-max-abs", type=finite_float, help=f"parity: max |Δscore| for {prec}")
         p.add_argument(f"--{prec}-min-spearman", type=finite_float, help=f"parity: min Spearman rho for {prec}")
@@ -76,11 +80,17 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                       settings=settings, batch_sizes=args.batch_sizes, precisions=precisions,
                       max_threads=args.max_threads, tei_url=args.tei_url or DEFAULT_TEI_URL,
                       compose_file=None if args.no_compose else args.compose_file, target=args.target,
-                      model_out=args.model_out, model_path_in_container=args.model_path_in_container)
+                      model_out=args.model_out, model_path_in_container=args.model_path_in_container,
+                      accept_mismatch=args.accept_mismatch, wait_quiet_s=args.wait_quiet)
     with TrialProgress(settings.trials, err) as progress:
         outcome = tune(opts, progress=progress.update, on_stage=progress.stage)
     print(format_result(outcome.result), file=out)
+    if outcome.profile["noise"].get("note"):
+        print(f"warning: {outcome.profile['noise']['note']}", file=out)
     print(f"\ntarget: {outcome.target}", file=out)
+    if outcome.recording_check is not None:
+        prefix = "recording" if outcome.recording_check.passed else "warning: recording"
+        print(f"{prefix}: {outcome.recording_check.summary()}", file=out)
     if outcome.model_dir is not None:
         print(f"wrote {outcome.model_dir}/ (model.onnx and tokenizer files; Hindsight loads it as it is)", file=out)
     check = outcome.tokenizer_check

@@ -19,7 +19,8 @@ def build_profile(*, name: str, target: Target, result: SearchResult, host: Host
                   model_ref: str, workload: Workload, space: SearchSpace, settings: SearchSettings,
                   conditions: dict[str, Any], int8_sample: dict[str, list[float]] | None, max_tokens: int,
                   env_keys: dict[str, str], model_dir: str | None, model_path_in_container: str | None,
-                  tokenizer_check: dict[str, Any] | None) -> dict[str, Any]:
+                  tokenizer_check: dict[str, Any] | None,
+                  recording_check: dict[str, Any] | None = None) -> dict[str, Any]:
     winner = result.winner
     rss = [t.rss_mb for t in result.trials if t.config == winner.config and t.rss_mb is not None]
     return {
@@ -32,7 +33,7 @@ def build_profile(*, name: str, target: Target, result: SearchResult, host: Host
                   "max_length": bundle.max_length, "max_tokens": max_tokens, "trained_head": bundle.trained_head,
                   "dir": model_dir, "path_in_container": model_path_in_container,
                   "tokenizer_check": tokenizer_check},
-        "workload": workload.summary(),
+        "workload": {**workload.summary(), "self_check": recording_check},
         "config": winner.config.to_dict(),
         "env": env_keys,
         "metrics": {

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import optuna
 
-from autotune.errors import OptionsError
+from autotune.errors import OptionsError, WorkloadError
 from autotune.fileio import check_writable, deferred_interrupts
 from autotune.host import HostInfo, HostProbe, default_probe, run_conditions
 from autotune.outputs.envfile import MergeResult, merge_env, parse_env, read_text_exact, write_env
@@ -30,11 +30,14 @@ from autotune.runtime.targets import DEFAULT_TARGET, EnvContext, SpaceLimits, Ta
 from autotune.runtime.tokenize import PairTokenizer
 from autotune.search.finalists import SearchResult, choose, finalists_from, rerace
 from autotune.search.measure import replay
+from autotune.search.noise import LoadMonitor, trustworthiness, wait_quiet
 from autotune.search.objective import Objective
 from autotune.search.parity import compare, reference_scores
 from autotune.search.space import SearchSettings, SearchSpace
 from autotune.search.study import open_study, run_study, trial_records
+from autotune.workload.hindsight_versions import parse_version
 from autotune.workload.queries import Workload, load_workload
+from autotune.workload.selfcheck import SelfCheck, logits_from_scores, self_check
 
 ProgressFn = Callable[[optuna.Study, optuna.trial.FrozenTrial], None]
 
@@ -57,6 +60,8 @@ class RunOptions:
     target: str = DEFAULT_TARGET
     model_out: Path | None = None  # default: models/<profile name>, beside the profile directory
     model_path_in_container: str | None = None
+    accept_mismatch: bool = False  # tune on a recording that does not reproduce Hindsight's own scores
+    wait_quiet_s: float = 0.0  # wait up to this long for the load to fall before measuring
 
 
 @dataclass
@@ -72,25 +77,19 @@ class RunOutcome:
     target: str = DEFAULT_TARGET
     model_dir: Path | None = None
     tokenizer_check: TokenizerCheck | None = None
+    recording_check: SelfCheck | None = None
 
 
 def check_hindsight_version(workload: Workload, target: Target) -> None:
     """A workload recorded from a Hindsight without this target's provider cannot run it."""
     for q in workload.queries:
         version = q.extra.get("hindsight_version")
-        parsed = parse_version(version) if isinstance(version, str) else None
+        parsed = parse_version(version)
         if parsed is not None and parsed < target.min_hindsight:
             need = ".".join(map(str, target.min_hindsight))
             raise OptionsError(f"the workload was recorded from Hindsight {version}, which has no `{target.name}` "
                                f"reranker (new in {need}): use --target tei, or upgrade Hindsight")
 
-
-def parse_version(text: str) -> tuple[int, int] | None:
-    parts = text.strip().lstrip("v").split(".")
-    try:
-        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
-    except ValueError:
-        return None
 
 
 def model_out_dir(opts: RunOptions, name: str) -> Path:
@@ -118,26 +117,46 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
         pool.engine(space.baseline())  # a broken model fails here, before any progress is printed
         stage(f"computing the fp32 reference (batch size 1, no sort, {_max_tokens(bundle, traits)} tokens)")
         reference = _reference(bundle, host, workload, traits)
+        recording = self_check(workload.queries, logits_from_scores(reference))
+        if recording is not None and not recording.passed and not opts.accept_mismatch:
+            raise WorkloadError(f"the recording does not reproduce Hindsight's own scores: {recording.summary()} "
+                                "(pass --accept-mismatch to tune on it anyway)")
         study_name = (f"autotune-{target.name}-{host.fingerprint}-{bundle.sha256[:12]}-{workload.sha256[:12]}-"
                       f"{space.digest()}")
         study = open_study(study_name, opts.storage, settings.seed, settings.prune_ratio, opts.fresh)
+        def waiting(load: float) -> None:
+            stage(f"waiting for a quiet host (load {load:.1f})")
+
+        if opts.wait_quiet_s and not wait_quiet(host.cores.usable, opts.wait_quiet_s, on_wait=waiting):
+            stage(f"the host is still busy after {opts.wait_quiet_s:.0f} s: measuring anyway, and saying so")
         stage(f"searching {space.size()} configurations of the `{target.name}` target with {settings.trials} "
               f"trials (study {study_name})")
-        resumed = run_study(study, Objective(pool, workload, reference, space, settings), settings,
-                            on_trial=progress)
-        configs = finalists_from(study, space, settings.finalists)
-        stage(f"re-measuring {len(configs)} finalists interleaved with the baseline, "
-              f"{settings.final_rounds} rounds")
-        finalists = rerace(pool, workload, configs, settings.final_rounds)
+        with LoadMonitor(host.cores.usable) as monitor:
+            resumed = run_study(study, Objective(pool, workload, reference, space, settings), settings,
+                                on_trial=progress)
+            configs = finalists_from(study, space, settings.finalists)
+            stage(f"re-measuring {len(configs)} finalists interleaved with the baseline, "
+                  f"{settings.final_rounds} rounds")
+            finalists = rerace(pool, workload, configs, settings.final_rounds)
+        load = monitor.result()
         for f in finalists:  # checked again on the very sessions that were timed
             f.parity = compare(reference, _scores(pool, f.config, workload), settings.tolerance(f.config.precision))
         passing = [f for f in finalists if f.parity is not None and f.parity.passed]
         winner, noise = choose(passing or finalists[:1])
+        noise = load.warnings + noise
+        if settings.final_rounds < 2:
+            noise_note = "with one final round the spread cannot be judged: trustworthiness unknown (use 2 or more)"
+        else:
+            noise_note = None
         int8_sample = (_int8_sample(pool, winner.config, workload, reference)
                        if "int8" in space.precisions and isinstance(pool, EnginePool) else None)
-        conditions = run_conditions()
+        conditions = {**run_conditions(), **load.to_dict(),
+                      "trustworthy": trustworthiness(noise, settings.final_rounds)}
+        if noise_note:
+            conditions["note"] = noise_note
     result = SearchResult(study_name, winner, finalists[0], finalists, trial_records(study), noise, resumed)
-    return _write_outputs(opts, target, result, host, bundle, pool, workload, space, conditions, int8_sample)
+    return _write_outputs(opts, target, result, host, bundle, pool, workload, space, conditions, int8_sample,
+                          recording)
 
 
 def _check_outputs(opts: RunOptions) -> None:
@@ -200,7 +219,7 @@ def _stage_model(opts: RunOptions, target: Target, bundle: ModelBundle, pool: Sc
 
 def _write_outputs(opts: RunOptions, target: Target, result: SearchResult, host: HostInfo, bundle: ModelBundle,
                    pool: ScoringPool, workload: Workload, space: SearchSpace, conditions: dict[str, Any],
-                   int8_sample: dict[str, list[float]] | None) -> RunOutcome:
+                   int8_sample: dict[str, list[float]] | None, recording: SelfCheck | None) -> RunOutcome:
     from autotune.outputs.compose import write_compose
     from autotune.outputs.profile_doc import build_profile
 
@@ -223,7 +242,8 @@ def _write_outputs(opts: RunOptions, target: Target, result: SearchResult, host:
                             int8_sample=int8_sample, max_tokens=max_tokens, env_keys=keys,
                             model_dir=None if model_dir is None else str(model_dir),
                             model_path_in_container=opts.model_path_in_container,
-                            tokenizer_check=None if check is None else check.to_dict())
+                            tokenizer_check=None if check is None else check.to_dict(),
+                            recording_check=None if recording is None else recording.to_dict())
     compose_path = None
     with deferred_interrupts():
         try:
@@ -239,4 +259,4 @@ def _write_outputs(opts: RunOptions, target: Target, result: SearchResult, host:
                                          target=target.name, model_dir=model_dir,
                                          model_path_in_container=opts.model_path_in_container)
     return RunOutcome(result, host, bundle, workload, profile_path, profile, merge, compose_path, target.name,
-                      model_dir, check)
+                      model_dir, check, recording)

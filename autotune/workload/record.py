@@ -2,12 +2,12 @@
 
 A recall with `"trace": true` lists the scored candidates (`trace.reranked[]`) and, per
 retrieval arm, each candidate's context and event date (`trace.retrieval_results[].results[]`).
-The document string is rebuilt the way Hindsight's CrossEncoderReranker builds it.
+The document string is rebuilt the way the answering Hindsight version's reranker builds it
+(`hindsight_versions`).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import time
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.errors import OptionsError, UpstreamError, WorkloadError
+from autotune.workload.hindsight_versions import date_part, render, rules_for
 from autotune.workload.queries import parse_line
 
 API_KEY_ENV = "HINDSIGHT_API_KEY"
@@ -24,25 +25,8 @@ BUDGETS = ("low", "mid", "high")
 
 
 def render_document(text: str, context: str | None, event_date: str | None) -> str:
-    """`[Date: June 05, 2022 (2022-06-05)] context: text`, as Hindsight renders a candidate.
-
-    Hindsight dates by the memory's occurred_start; traces expose `event_date`, whose
-    date part is used here (a memory with only mentioned_at may differ: see README).
-    """
-    doc = f"{context}: {text}" if context else text
-    day = _date_part(event_date)
-    if day is not None:
-        doc = f"[Date: {day:%B %d, %Y} ({day:%Y-%m-%d})] {doc}"
-    return doc
-
-
-def _date_part(value: str | None) -> dt.date | None:
-    if not value or not isinstance(value, str):
-        return None
-    try:
-        return dt.date.fromisoformat(value[:10])
-    except ValueError:
-        return None
+    """A candidate as Hindsight before 1.1 rendered it, dated by the trace's `event_date`."""
+    return render(text, context, date_part(event_date))
 
 
 def line_from_recall(response: dict[str, Any], *, budget: str | None, version: str | None) -> dict[str, Any]:
@@ -61,23 +45,35 @@ def line_from_recall(response: dict[str, Any], *, budget: str | None, version: s
                 for key in ("context", "event_date"):
                     if hit.get(key) and not seen.get(key):
                         seen[key] = hit[key]
-    documents, node_ids, scores = [], [], []
+    rules = rules_for(version)
+    dates = rules.dates(response, details)
+    documents, node_ids, scores, normalized = [], [], [], []
+    unknown = 0
     for cand in trace["reranked"]:
+        if not isinstance(cand, dict):
+            raise ValueError("trace.reranked holds something other than candidates")
         node = str(cand.get("node_id"))
-        extra = details.get(node, {})
-        documents.append(render_document(str(cand.get("text") or ""), extra.get("context"), extra.get("event_date")))
+        day, known = dates.lookup(node)
+        unknown += not known
+        documents.append(render(str(cand.get("text") or ""), details.get(node, {}).get("context"), day))
         node_ids.append(node)
-        scores.append((cand.get("score_components") or {}).get("cross_encoder_score"))
+        components = cand.get("score_components") if isinstance(cand.get("score_components"), dict) else {}
+        scores.append(components.get("cross_encoder_score"))
+        normalized.append(components.get("cross_encoder_score_normalized"))
     if not documents:
         raise ValueError("trace.reranked is empty: nothing was reranked for this query")
     line: dict[str, Any] = {"query": query, "documents": documents, "budget": budget, "node_ids": node_ids,
-                            "candidates": len(documents)}
+                            "candidates": len(documents), "dated_by": rules.date_source}
+    if unknown:
+        line["dates_unknown"] = unknown  # candidates the response's results did not list: rebuilt undated
     rerank_s = [m.get("duration_seconds") for m in (trace.get("summary") or {}).get("phase_metrics") or []
                 if isinstance(m, dict) and (m.get("phase_name") or m.get("phase")) == "reranking"]
     if rerank_s and rerank_s[0] is not None:
         line["hindsight_rerank_s"] = float(rerank_s[0])
     if any(s is not None for s in scores):
         line["hindsight_scores"] = scores
+    if any(s is not None for s in normalized):
+        line["hindsight_scores_normalized"] = normalized
     if version:
         line["hindsight_version"] = version
     parse_line(json.dumps(line, ensure_ascii=False), 0)  # what we write, `autotune run` accepts
@@ -144,26 +140,36 @@ def parse_budgets(text: str) -> list[str]:
     return budgets
 
 
+def recall_path(bank: str) -> str:
+    """The bank id as exactly one path segment: `../admin` or `a#b` must never reach another route."""
+    from urllib.parse import quote
+
+    if not bank or not bank.strip() or bank in (".", "..") or any(ord(c) < 32 for c in bank) or len(bank) > 256:
+        raise OptionsError(f"--bank {bank!r} is not a bank id Hindsight accepts")
+    return f"/v1/default/banks/{quote(bank, safe='')}/memories/recall"
+
+
 def record_from_server(url: str, bank: str, queries: Sequence[str], budgets: Sequence[str], out: Path, *,
                        api_key: str | None, resume: bool = False, timeout_s: float = 30.0, retries: int = 2,
                        progress: Callable[[Iterable[Any]], Iterable[Any]] = iter) -> RecordReport:
     import httpx
 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    path = recall_path(bank)
     report = RecordReport()
     writer = JsonlAppender(out, resume=resume)
     base = url.rstrip("/")
     try:
         with httpx.Client(base_url=base, headers=headers, timeout=timeout_s) as client:
-            version = _version(client)
+            version = server_version(client)
             jobs = [(n, q, b) for n, q in enumerate(queries, start=1) for b in budgets]
             for number, query, budget in progress(jobs):
                 if (query, budget) in writer.done:
                     report.skipped_existing += 1
                     continue
                 try:
-                    response = _post_with_retry(client, f"/v1/default/banks/{bank}/memories/recall",
-                                                {"query": query, "budget": budget, "trace": True}, retries)
+                    response = post_with_retry(client, path, {"query": query, "budget": budget, "trace": True},
+                                                retries)
                     writer.append(line_from_recall(response, budget=budget, version=version))
                     report.written += 1
                 except (UpstreamError, ValueError) as exc:
@@ -175,7 +181,7 @@ def record_from_server(url: str, bank: str, queries: Sequence[str], budgets: Seq
     return report
 
 
-def _version(client: Any) -> str | None:
+def server_version(client: Any) -> str | None:
     import httpx
 
     try:
@@ -193,7 +199,7 @@ def _version(client: Any) -> str | None:
         return None
 
 
-def _post_with_retry(client: Any, path: str, body: dict[str, Any], retries: int) -> dict[str, Any]:
+def post_with_retry(client: Any, path: str, body: dict[str, Any], retries: int) -> dict[str, Any]:
     import httpx
 
     delay = 0.5

@@ -61,3 +61,22 @@ def test_bench_and_explain_cli(tmp_path, tiny_model_dir, workload_file, host):
     saved = load_profile(path)["explain"]
     assert [s["knob"] for s in saved["waterfall"]] == ["batch_size", "intra_op_threads", "length_sort"]
     assert len(saved["leave_one_out"]) == 3
+
+
+def test_onnx_profile_is_benched_against_hindsights_onnx_defaults_and_its_siblings(tmp_path, tiny_model_dir,
+                                                                                    workload_file, host):
+    from autotune.outputs.profile import write_profile
+
+    onnx = {**profile_for(host, replace(TUNED, mem_arena=False), tiny_model_dir), "target": "onnx"}
+    tei = {**profile_for(host, TUNED, tiny_model_dir), "target": "tei"}
+    other_host = {**profile_for(replace(host, onnxruntime="0.0.1"), TUNED, tiny_model_dir), "target": "tei"}
+    path = write_profile(tmp_path, "onnx", onnx)
+    write_profile(tmp_path, "tei", tei)
+    write_profile(tmp_path, "elsewhere", other_host)
+    (tmp_path / "junk.yaml").write_text("- not a profile\n")
+    result = run_bench(onnx, load_workload(workload_file), host, rounds=1, profile_path=path)
+    names = [r.name for r in result.rows]
+    assert names[0] == "profile" and "profile:tei" in names and "hindsight-onnx" in names
+    assert names.count("profile:tei") == 1  # the other host's profile is not this host's figure
+    assert result.rows[0].description.startswith("onnx target")
+    assert {r.reference for r in result.ratios} >= {"hindsight-onnx", "profile:tei"}

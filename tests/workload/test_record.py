@@ -156,9 +156,13 @@ def test_recorded_file_replays_in_run(tmp_path, tiny_model_dir):
     (traces / "0.json").write_text(json.dumps(recall_response("where is the key", n=6)))
     out = tmp_path / "q.jsonl"
     assert main(["record", "--from-traces", str(traces), "-o", str(out)], stdout=io.StringIO()) == 0
-    status = main(["run", "--workload", str(out), "--model", str(tiny_model_dir), "--trials", "3", "--repeats", "1",
-                   "--final-rounds", "1", "--env-file", str(tmp_path / ".env"), "--profile-dir",
-                   str(tmp_path / "p"), "--no-compose"], stdout=io.StringIO(), stderr=io.StringIO())
+    args = ["run", "--workload", str(out), "--model", str(tiny_model_dir), "--trials", "3", "--repeats", "1",
+            "--final-rounds", "1", "--env-file", str(tmp_path / ".env"), "--profile-dir", str(tmp_path / "p"),
+            "--no-compose", "--target", "tei"]
+    err = io.StringIO()
+    assert main(args, stdout=io.StringIO(), stderr=err) == ExitStatus.BAD_WORKLOAD  # invented scores: refused
+    assert "does not reproduce Hindsight's own scores" in err.getvalue() and not (tmp_path / ".env").exists()
+    status = main([*args, "--accept-mismatch"], stdout=io.StringIO(), stderr=io.StringIO())
     assert status == 0 and Path(tmp_path / ".env").exists()
 
 

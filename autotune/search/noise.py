@@ -1,0 +1,105 @@
+"""What else the host was doing while we measured: load average and CPU steal, sampled in the background.
+
+A profile measured while the load exceeded the usable cores, or while the hypervisor stole
+time, says so and is marked untrustworthy; `--wait-quiet` waits (bounded) for a quiet host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import psutil
+
+STEAL_WARN = 0.05  # 5% of CPU time stolen by the hypervisor
+
+
+def load1() -> float | None:
+    with contextlib.suppress(OSError):
+        return os.getloadavg()[0]
+    return None
+
+
+@dataclass
+class NoiseSample:
+    load_max: float | None = None
+    steal_fraction: float | None = None
+    samples: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"load_max": None if self.load_max is None else round(self.load_max, 2),
+                "steal_fraction": None if self.steal_fraction is None else round(self.steal_fraction, 4),
+                "samples": self.samples}
+
+
+class LoadMonitor:
+    """Samples load1 every `interval` seconds and CPU steal over the whole window."""
+
+    def __init__(self, usable_cores: int, *, interval: float = 1.0) -> None:
+        self.usable_cores = usable_cores
+        self.interval = interval
+        self._stop = threading.Event()
+        self._loads: list[float] = []
+        self._thread = threading.Thread(target=self._run, name="autotune-load-monitor", daemon=True)
+        self._start_times: object = None
+
+    def __enter__(self) -> LoadMonitor:
+        self._start_times = psutil.cpu_times()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while True:
+            value = load1()
+            if value is not None:
+                self._loads.append(value)
+            if self._stop.wait(self.interval):
+                return
+
+    def result(self) -> NoiseSample:
+        sample = NoiseSample(load_max=max(self._loads) if self._loads else None, samples=len(self._loads))
+        start, end = self._start_times, psutil.cpu_times()
+        if start is not None and hasattr(end, "steal"):
+            total = sum(end) - sum(start)  # type: ignore[arg-type]
+            if total > 0:
+                sample.steal_fraction = max(0.0, (end.steal - start.steal) / total)  # type: ignore[attr-defined]
+        if sample.load_max is not None and sample.load_max > self.usable_cores:
+            sample.warnings.append(f"the load average reached {sample.load_max:.1f} on {self.usable_cores} usable "
+                                   "cores while measuring: these figures are not trustworthy; rerun on a quiet host "
+                                   "(or with --wait-quiet)")
+        if sample.steal_fraction is not None and sample.steal_fraction > STEAL_WARN:
+            sample.warnings.append(f"the hypervisor stole {sample.steal_fraction:.0%} of CPU time while measuring: "
+                                   "these figures are not trustworthy")
+        return sample
+
+
+def wait_quiet(usable_cores: int, timeout_s: float, *, threshold: float = 0.75,
+               on_wait: Callable[[float], None] | None = None, sleep: Callable[[float], None] = time.sleep,
+               read_load: Callable[[], float | None] = load1) -> bool:
+    """Wait until load1 falls to `threshold` x the usable cores, for at most `timeout_s`. True if it did."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = read_load()
+        if value is None or value <= threshold * usable_cores:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        if on_wait is not None:
+            on_wait(value)
+        sleep(min(5.0, max(0.0, deadline - time.monotonic())))
+
+
+def trustworthiness(warnings: list[str], final_rounds: int) -> bool | str:
+    """True, False, or "unknown" when one final round gives no spread to judge."""
+    if warnings:
+        return False
+    return "unknown" if final_rounds < 2 else True

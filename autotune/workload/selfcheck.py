@@ -1,0 +1,141 @@
+"""Does a recording reproduce Hindsight's own scores? If not, say how many differ and the likely cause.
+
+Hindsight records each candidate's raw provider score (`cross_encoder_score`): a logit from the
+onnx provider, a probability from `local` or `tei`, which already applied a sigmoid. Each
+recorded query is read on whichever scale fits it, and compared with autotune's logits for the
+rebuilt pairs: Spearman over the candidates, and max |Δlogit|.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from autotune.search.parity import spearman
+from autotune.workload.queries import Query
+
+LOGIT_TOLERANCE = 1e-4
+SIGMOID_OF_UNIT = (0.5, 1.0 / (1.0 + np.exp(-1.0)))  # sigmoid([0, 1]): where twice-sigmoided scores land
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _logit(p: np.ndarray) -> np.ndarray:
+    p = np.clip(p, 1e-12, 1 - 1e-12)
+    return np.log(p / (1 - p))
+
+
+@dataclass
+class SelfCheck:
+    queries: int = 0
+    candidates: int = 0
+    differ: int = 0
+    spearman_min: float = 1.0
+    max_abs_logit: float = 0.0
+    scales: dict[str, int] = field(default_factory=dict)  # how Hindsight's scores were read, per query
+    cause: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.differ == 0 and self.spearman_min >= 1.0 - 1e-9
+
+    def summary(self) -> str:
+        head = (f"{self.differ} of {self.candidates} recorded candidates in {self.queries} queries differ from "
+                f"Hindsight's own scores (Spearman min {self.spearman_min:.4f}, max |Δlogit| "
+                f"{self.max_abs_logit:.2e})")
+        if self.passed:
+            return f"all {self.candidates} recorded candidates reproduce Hindsight's own scores " \
+                   f"(Spearman {self.spearman_min:.4f}, max |Δlogit| {self.max_abs_logit:.1e})"
+        return f"{head}; likely cause: {self.cause}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"queries": self.queries, "candidates": self.candidates, "differ": self.differ,
+                "spearman_min": round(self.spearman_min, 6), "max_abs_logit": float(f"{self.max_abs_logit:.3e}"),
+                "scales": self.scales, "passed": self.passed, "cause": self.cause}
+
+
+def self_check(queries: Sequence[Query], ours: Sequence[np.ndarray], *,
+               tolerance: float = LOGIT_TOLERANCE) -> SelfCheck | None:
+    """`ours` are autotune's logits for each query's pairs; None when nothing recorded Hindsight's scores."""
+    report = SelfCheck()
+    differing_docs: list[str] = []
+    twice = 0
+    for query, logits in zip(queries, ours, strict=True):
+        recorded = query.extra.get("hindsight_scores")
+        if not isinstance(recorded, list) or len(recorded) != len(logits):
+            continue
+        keep = [i for i, s in enumerate(recorded) if isinstance(s, (int, float)) and np.isfinite(s)]
+        if not keep:
+            continue
+        theirs = np.asarray([recorded[i] for i in keep], dtype=np.float64)
+        mine = np.asarray(logits, dtype=np.float64)[keep]
+        scale, theirs_logits = _read_scale(theirs, mine)
+        report.scales[scale] = report.scales.get(scale, 0) + 1
+        delta = np.abs(mine - theirs_logits)
+        report.queries += 1
+        report.candidates += len(keep)
+        report.max_abs_logit = max(report.max_abs_logit, float(delta.max()))
+        report.spearman_min = min(report.spearman_min, spearman(mine, theirs))
+        bad = delta > tolerance
+        report.differ += int(bad.sum())
+        docs = [query.documents[i] for i in keep]
+        differing_docs += [d for d, b in zip(docs, bad, strict=True) if b]
+        lo, hi = SIGMOID_OF_UNIT
+        if np.all((theirs >= lo - 1e-9) & (theirs <= hi + 1e-9)) and np.allclose(
+                theirs, _sigmoid(_sigmoid(mine)), atol=1e-4):
+            twice += 1
+    if report.queries == 0:
+        return None
+    if not report.passed:
+        report.cause = _likely_cause(report, differing_docs, twice)
+    return report
+
+
+def _read_scale(theirs: np.ndarray, mine: np.ndarray) -> tuple[str, np.ndarray]:
+    """Logits, or probabilities (a provider that already applied the sigmoid): whichever fits ours."""
+    as_logits = float(np.max(np.abs(mine - theirs)))
+    if np.all((theirs > 0) & (theirs < 1)):
+        converted = _logit(theirs)
+        if float(np.max(np.abs(mine - converted))) < as_logits:
+            return "probabilities", converted
+    return "logits", theirs
+
+
+def _likely_cause(report: SelfCheck, differing: list[str], twice: int) -> str:
+    if twice and twice * 2 >= report.queries:
+        return ("sigmoid applied twice: every score lies within [0.5, 0.731]; with Hindsight ≤ 0.6.2 set "
+                "AUTOTUNE_RAW_SCORES=true")
+    prefixed = sum(d.startswith("[Date:") for d in differing)
+    if differing and prefixed >= 0.9 * len(differing):
+        return ("the rebuilt text: every differing document carries a date prefix; Hindsight dated them "
+                "otherwise (record again with the Hindsight that will run, so its version's rules apply)")
+    if report.spearman_min < 0.5:
+        return "another model: the recording's order is unrelated to this model's; tune with --model <your reranker>"
+    return ("another tokenizer path or truncation (a wrong tokenizer once gave 55 tokens for 25): check "
+            "ONNX_TOKENIZER_NAME_OR_PATH and ONNX_MAX_TOKENS")
+
+
+def logits_from_scores(scores: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """autotune's calibrated scores back to logits (float64: exact enough for |logit| < 30)."""
+    return [_logit(np.asarray(s, dtype=np.float64)) for s in scores]
+
+
+def check_recording(queries: Sequence[Query], model_dir: Any, *, max_tokens: int | None = None) -> SelfCheck | None:
+    """Score a recording's rebuilt pairs with a model (fp32, batch 1) and compare with Hindsight's scores."""
+    from autotune.runtime.engine import REFERENCE, EngineTraits
+    from autotune.runtime.model import resolve_model
+    from autotune.runtime.sessions import EnginePool
+    from autotune.runtime.targets.hindsight_onnx import onnx_max_tokens
+
+    if not any(isinstance(q.extra.get("hindsight_scores"), list) for q in queries):
+        return None
+    bundle = resolve_model(model_dir)
+    tokens = max_tokens or onnx_max_tokens(bundle.max_length)
+    engine = EnginePool(bundle, has_vnni=False, traits=EngineTraits(max_tokens=tokens), max_sessions=1).engine(
+        REFERENCE)
+    return self_check(queries, [engine.score(q.query, q.documents).raw for q in queries])

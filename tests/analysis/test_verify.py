@@ -1,0 +1,114 @@
+"""`autotune verify` against a Hindsight 1.1-shaped server whose reranker is autotune's own engine."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from autotune.cli import main
+from autotune.errors import ExitStatus
+from autotune.runtime.engine import REFERENCE
+from autotune.runtime.model import load_model_dir
+from autotune.runtime.sessions import EnginePool
+
+MEMORIES = ["Maya is allergic to peanuts", "Standup moved to 10am", "Bought oat milk", "Alice drinks tea"]
+
+
+class FakeHindsight11(BaseHTTPRequestHandler):
+    """Reranks with a real engine, dates nothing (occurred_start is null), reports a set reranking time."""
+
+    rerank_s: ClassVar[float] = 0.2
+    engine: ClassVar[object] = None
+    statuses: ClassVar[list[int]] = []
+    paths: ClassVar[list[str]] = []
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def _json(self, status: int, body: object) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self._json(200, {"api_version": "1.1.0", "features": {}})
+
+    def do_POST(self) -> None:
+        FakeHindsight11.paths.append(self.path)
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        if self.statuses:
+            return self._json(self.statuses.pop(0), {"detail": "down"})
+        ids = [f"m{i}" for i in range(len(MEMORIES))]
+        raw = self.engine.score(body["query"], MEMORIES).raw  # type: ignore[attr-defined]
+        trace = {
+            "query": {"query_text": body["query"]},
+            "retrieval_results": [{"method_name": "semantic", "results": [
+                {"rank": 1, "node_id": n, "text": t, "context": "", "event_date": "2026-12-01T00:00:00Z",
+                 "score": 0.1, "score_name": "similarity"} for n, t in zip(ids, MEMORIES, strict=True)]}],
+            "reranked": [{"node_id": n, "text": t, "rerank_score": 0.0, "rerank_rank": 1, "rrf_rank": 1,
+                          "rank_change": 0, "score_components": {"cross_encoder_score": float(s)}}
+                         for n, t, s in zip(ids, MEMORIES, raw, strict=True)],
+            "summary": {"phase_metrics": [{"phase_name": "reranking", "duration_seconds": self.rerank_s}]},
+        }
+        self._json(200, {"results": [{"id": n, "text": t, "occurred_start": None}
+                                     for n, t in zip(ids, MEMORIES, strict=True)], "trace": trace})
+
+
+@pytest.fixture()
+def hindsight(tiny_model_dir) -> Iterator[str]:
+    FakeHindsight11.engine = EnginePool(load_model_dir(tiny_model_dir), has_vnni=False).engine(REFERENCE)
+    FakeHindsight11.statuses, FakeHindsight11.paths = [], []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeHindsight11)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def _record_before(tmp_path: Path, hindsight: str, queries: Path, model: Path) -> Path:
+    before = tmp_path / "before.jsonl"
+    out = io.StringIO()
+    FakeHindsight11.rerank_s = 0.4
+    assert main(["record", "--url", hindsight, "--bank", "b", "--queries", str(queries), "-o", str(before),
+                 "--model", str(model)], stdout=out, stderr=io.StringIO()) == ExitStatus.OK
+    assert "reproduce Hindsight's own scores" in out.getvalue(), out.getvalue()
+    return before
+
+
+def test_verify_reports_the_gain_and_exits_10_on_a_slowdown(tmp_path, hindsight, tiny_model_dir):
+    queries = tmp_path / "q.txt"
+    queries.write_text("what is Maya allergic to\nwhen is standup\n")
+    before = _record_before(tmp_path, hindsight, queries, tiny_model_dir)
+    args = ["verify", "--url", hindsight, "--bank", "b", "--queries", str(queries), "--before", str(before),
+            "--model", str(tiny_model_dir), "--rounds", "2"]
+    FakeHindsight11.rerank_s = 0.2
+    out = io.StringIO()
+    assert main(args, stdout=out, stderr=io.StringIO()) == ExitStatus.OK
+    text = out.getvalue()
+    assert "2.00x as fast" in text and "Hindsight 1.1.0" in text and "all HTTP 200" in text
+    assert "reproduce Hindsight's own scores" in text
+    FakeHindsight11.rerank_s = 0.75
+    out, err = io.StringIO(), io.StringIO()
+    assert main(args, stdout=out, stderr=err) == ExitStatus.REGRESSION
+    assert err.getvalue().strip() == ("autotune: error: the cutover made reranking 0.53x as fast as before (below "
+                                      "--min-gain 1.1): rerun autotune run on a quiet host, or revert")
+
+
+def test_verify_fails_on_any_non_200_and_encodes_the_bank(tmp_path, hindsight):
+    queries = tmp_path / "q.txt"
+    queries.write_text("what is Maya allergic to\n")
+    FakeHindsight11.statuses = [503]
+    err = io.StringIO()
+    status = main(["verify", "--url", hindsight, "--bank", "../admin/x?y=", "--queries", str(queries)],
+                  stdout=io.StringIO(), stderr=err)
+    assert status == ExitStatus.UPSTREAM and "HTTP 503" in err.getvalue()
+    assert FakeHindsight11.paths == ["/v1/default/banks/..%2Fadmin%2Fx%3Fy%3D/memories/recall"]

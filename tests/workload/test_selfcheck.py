@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import numpy as np
+
+from autotune.workload.queries import Query
+from autotune.workload.selfcheck import self_check
+
+LOGITS = np.array([2.0, -1.0, 0.5, -3.0, 1.2])
+
+
+def sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def recorded(scores, docs=None) -> Query:
+    docs = docs or [f"doc {i}" for i in range(len(scores))]
+    return Query("q", docs, extra={"hindsight_scores": [float(s) for s in scores]})
+
+
+def test_no_recorded_scores_means_no_check():
+    assert self_check([Query("q", ["a"])], [np.array([0.1])]) is None
+
+
+def test_logits_and_probabilities_both_reproduce():
+    for theirs in (LOGITS, sigmoid(LOGITS)):
+        report = self_check([recorded(theirs)], [LOGITS])
+        assert report is not None and report.passed and report.candidates == 5, report.summary()
+    assert self_check([recorded(sigmoid(LOGITS))], [LOGITS]).scales == {"probabilities": 1}
+
+
+def test_a_date_prefix_hindsight_did_not_score_is_named():
+    docs = [f"[Date: June 05, 2022 (2022-06-05)] doc {i}" for i in range(5)]
+    report = self_check([recorded(LOGITS + 0.7, docs)], [LOGITS])
+    assert not report.passed and report.differ == 5 and "rebuilt text" in report.cause
+
+
+def test_sigmoid_twice_is_named():
+    report = self_check([recorded(sigmoid(sigmoid(LOGITS)))], [LOGITS])
+    assert not report.passed and "sigmoid applied twice" in report.cause
+    assert "5 of 5" in report.summary()
+
+
+def test_another_model_is_named():
+    report = self_check([recorded(-LOGITS)], [LOGITS])
+    assert not report.passed and "another model" in report.cause
+
+
+def test_a_small_drift_points_at_the_tokenizer():
+    report = self_check([recorded(LOGITS + np.array([0, 0, 0.3, 0, 0]))], [LOGITS])
+    assert not report.passed and report.differ == 1 and "tokenizer" in report.cause
+
+
+def test_missing_scores_are_skipped_not_compared():
+    q = Query("q", [f"d{i}" for i in range(5)], extra={"hindsight_scores": [2.0, None, 0.5, -3.0, 1.2]})
+    report = self_check([q], [LOGITS])
+    assert report.passed and report.candidates == 4
