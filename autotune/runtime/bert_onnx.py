@@ -106,9 +106,13 @@ class _GraphBuilder:
 
 
 def build_bert_cross_encoder(
-    weights: dict[str, np.ndarray], config: dict[str, Any]
+    weights: dict[str, np.ndarray], config: dict[str, Any], *, hidden_state_output: bool = False
 ) -> tuple[onnx.ModelProto, bool]:
-    """Return (model, has_trained_head). Keys may carry a `bert.` prefix or not."""
+    """Return (model, has_trained_head). Keys may carry a `bert.` prefix or not.
+
+    `hidden_state_output` also exposes `last_hidden_state` [batch, sequence, hidden] as the
+    first output: the same weights as a sentence encoder (mean pooling is the caller's).
+    """
     shape = BertShape.from_config(config)
     w = {k.removeprefix("bert."): v for k, v in weights.items()}
     head_w, head_b, trained = classifier_head(w, shape.hidden_size)
@@ -170,11 +174,16 @@ def build_bert_cross_encoder(
     g.nodes.append(helper.make_node("Identity", [logits], ["logits"], name="logits"))
 
     dyn = ["batch", "sequence"]
+    outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", int(head_w.shape[0])])]
+    if hidden_state_output:
+        g.nodes.append(helper.make_node("Identity", [hidden], ["last_hidden_state"], name="last_hidden_state"))
+        outputs.insert(0, helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT,
+                                                        ["batch", "sequence", shape.hidden_size]))
     graph = helper.make_graph(
         g.nodes,
         "bert_cross_encoder",
         [helper.make_tensor_value_info(n, TensorProto.INT64, dyn) for n in (ids, mask, types)],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", int(head_w.shape[0])])],
+        outputs,
         g.initializers,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],

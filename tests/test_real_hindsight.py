@@ -1,0 +1,50 @@
+"""A real Hindsight 1.1.0 API, offline: record -> self-check -> run -> cut over -> verify, and a bad cutover.
+
+Small on purpose (a few queries, few trials); `benchmarks/real_hindsight.py` runs the same flow at size.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.real_hindsight import RealHindsight, cutover_flow, pgvector_missing
+
+QUERIES = ["What is Maya allergic to?", "When does the deployment freeze start and end?",
+           "What happened with the boiler?", "How do I restart the staging environment?"]
+
+
+@pytest.fixture(scope="module")
+def flow(tmp_path_factory: pytest.TempPathFactory):
+    missing = pgvector_missing()
+    if missing:
+        pytest.skip(f"a real Hindsight cannot run here: {missing}")
+    h = RealHindsight(tmp_path_factory.mktemp("hindsight"))
+    try:
+        yield cutover_flow(h, tmp_path_factory.mktemp("work"), queries=QUERIES, budget="low", trials=3,
+                           memories_n=120, rounds=2)
+    finally:
+        h.close()
+
+
+def test_every_recorded_document_reproduces_hindsights_own_score(flow):
+    check = flow["self_check"]
+    assert check is not None and check.candidates == sum(flow["candidates"]) > 0
+    assert check.passed and check.spearman_min == pytest.approx(1.0) and check.max_abs_logit <= 1e-4, check.summary()
+    assert "reproduce Hindsight's own scores" in flow["before.jsonl:stdout"]
+
+
+def test_the_cutover_is_measured_live_and_judged_by_its_ratio(flow):
+    status, out, err = flow["verify"]
+    assert "Hindsight 1.1.0" in out and "all HTTP 200" in out and "raw logits" in out
+    ratio = float(re.search(r"([0-9.]+)x as fast \(", out).group(1))
+    assert (status == 0) == (ratio >= 1.1), out + err
+    assert flow["tuned_env"]["HINDSIGHT_API_RERANKER_PROVIDER"] == "onnx"
+
+
+def test_a_bad_cutover_exits_10_with_one_line(flow):
+    status, out, err = flow["verify_bad"]
+    assert status == 10, out + err
+    assert err.startswith("autotune: error: the cutover made reranking ") and len(err.strip().splitlines()) == 1
+    assert "before/after" in out
