@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -21,6 +22,24 @@ from autotune.analysis.summary import format_bench
 from autotune.host import default_probe
 from autotune.search.space import SearchSettings
 from autotune.search.tuner import RunOptions, tune
+
+OWN_DEFAULT = {"onnx": "hindsight-onnx", "local": "hindsight-local", "tei": "hindsight-onnx"}
+
+
+def own_default_ratios(result: object, targets: list[str]) -> str:
+    """Each tuned target against Hindsight's default for that same provider, per round, from the one run."""
+    rows = {r.name: r for r in result.rows}  # type: ignore[attr-defined]
+    lines = ["p95 ratio, Hindsight's default for the provider / the tuned target (median, min-max over rounds):"]
+    for i, target in enumerate(targets):
+        tuned = rows.get("profile" if i == 0 else f"profile:{target}")
+        default = rows.get(OWN_DEFAULT[target])
+        if tuned is None or default is None:
+            lines.append(f"  {target}: not measured ({OWN_DEFAULT[target]} skipped)")
+            continue
+        per_round = [d / x for d, x in zip(default.round_p95_ms, tuned.round_p95_ms, strict=True)]
+        lines.append(f"  {target} vs {OWN_DEFAULT[target]}: {statistics.median(per_round):.2f}x "
+                     f"({min(per_round):.2f}-{max(per_round):.2f}x)")
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -58,6 +77,7 @@ def main() -> None:
             print(f"\n== {name} workload: {len(workload.queries)} queries, up to {workload.max_candidates} "
                   f"candidates; `profile` is the {targets[0]} target, `profile:X` the others")
             print(format_bench(result))
+            print(own_default_ratios(result, targets))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -24,3 +29,29 @@ def profile_for(host: HostInfo, config: EngineConfig, model_dir: Path) -> dict[s
     bundle = load_model_dir(model_dir)
     return {"schema": SCHEMA, "name": "test", "host": host.to_dict(), "config": config.to_dict(),
             "model": {"name": bundle.name, "ref": str(model_dir), "sha256": bundle.sha256}}
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """A quiet loopback HTTP handler that answers JSON: the base of the fake Hindsights."""
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def _json(self, status: int, body: object) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@contextmanager
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """Serve `handler` on a free loopback port for the block; yields its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()

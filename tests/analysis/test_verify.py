@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import io
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
 
@@ -17,28 +15,18 @@ from autotune.errors import ExitStatus
 from autotune.runtime.engine import REFERENCE
 from autotune.runtime.model import load_model_dir
 from autotune.runtime.sessions import EnginePool
+from tests.helpers import JsonHandler, serving
 
 MEMORIES = ["Maya is allergic to peanuts", "Standup moved to 10am", "Bought oat milk", "Alice drinks tea"]
 
 
-class FakeHindsight11(BaseHTTPRequestHandler):
+class FakeHindsight11(JsonHandler):
     """Reranks with a real engine, dates nothing (occurred_start is null), reports a set reranking time."""
 
     rerank_s: ClassVar[float] = 0.2
     engine: ClassVar[object] = None
     statuses: ClassVar[list[int]] = []
     paths: ClassVar[list[str]] = []
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-    def _json(self, status: int, body: object) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def do_GET(self) -> None:
         self._json(200, {"api_version": "1.1.0", "features": {}})
@@ -68,10 +56,8 @@ class FakeHindsight11(BaseHTTPRequestHandler):
 def hindsight(tiny_model_dir) -> Iterator[str]:
     FakeHindsight11.engine = EnginePool(load_model_dir(tiny_model_dir), has_vnni=False).engine(REFERENCE)
     FakeHindsight11.statuses, FakeHindsight11.paths = [], []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeHindsight11)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with serving(FakeHindsight11) as url:
+        yield url
 
 
 def _record_before(tmp_path: Path, hindsight: str, queries: Path, model: Path) -> Path:

@@ -2,10 +2,8 @@ from __future__ import annotations
 
 import io
 import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
 
@@ -15,6 +13,7 @@ from autotune.cli import main
 from autotune.errors import ExitStatus
 from autotune.workload.queries import load_workload
 from autotune.workload.record import line_from_recall, record_from_server, render_document
+from tests.helpers import JsonHandler, serving
 
 SECRET = "sk-do-not-leak-42"
 
@@ -62,19 +61,8 @@ def test_line_from_recall_joins_context_and_dates():
         line_from_recall({"results": []}, budget=None, version=None)
 
 
-class FakeHindsight(BaseHTTPRequestHandler):
+class FakeHindsight(JsonHandler):
     seen_auth: ClassVar[list[str]] = []
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-    def _json(self, status: int, body: object) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def do_GET(self) -> None:
         self._json(200, {"version": "0.9.2"}) if self.path == "/version" else self._json(404, {})
@@ -92,11 +80,8 @@ class FakeHindsight(BaseHTTPRequestHandler):
 
 @pytest.fixture()
 def hindsight() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeHindsight)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with serving(FakeHindsight) as url:
+        yield url
 
 
 def test_record_skips_failures_and_replays(tmp_path, hindsight, monkeypatch):
