@@ -17,10 +17,8 @@ from pathlib import Path
 from autotune.errors import OutputError
 
 
-def write_atomic(path: Path, data: bytes | str) -> None:
-    """Write via a temp file in the same directory, then rename over the target."""
-    payload = data.encode("utf-8") if isinstance(data, str) else data
-    path = Path(path)
+def _stage(path: Path, payload: bytes) -> Path:
+    """Write `payload` to a temp file beside `path`, with the mode `path` has (or would get); return it."""
     directory = path.parent if str(path.parent) else Path(".")
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -33,13 +31,51 @@ def write_atomic(path: Path, data: bytes | str) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~umask())
-        os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from exc
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return Path(tmp)
+
+
+def write_atomic(path: Path, data: bytes | str) -> None:
+    """Write via a temp file in the same directory, then rename over the target."""
+    with StagedFiles() as staged:
+        staged.add(path, data)
+        staged.commit()
+
+
+class StagedFiles:
+    """Several outputs written together: each is staged beside its target, then all are renamed, or none.
+
+    A full disk or an unwritable file shows up while staging, before any target changes. Leaving
+    the block without `commit()` removes what was staged.
+    """
+
+    def __init__(self) -> None:
+        self._staged: list[tuple[Path, Path]] = []
+
+    def __enter__(self) -> StagedFiles:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for tmp, _ in self._staged:
+            tmp.unlink(missing_ok=True)
+        self._staged.clear()
+
+    def add(self, path: Path, data: bytes | str) -> None:
+        payload = data.encode("utf-8") if isinstance(data, str) else data
+        self._staged.append((_stage(Path(path), payload), Path(path)))
+
+    def commit(self) -> None:
+        for tmp, path in self._staged:
+            try:
+                os.replace(tmp, path)
+            except OSError as exc:
+                raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        self._staged.clear()
 
 
 def check_writable(path: Path) -> None:

@@ -54,8 +54,10 @@ def format_result(result: SearchResult) -> str:
         if len(result.rejected) > 10:
             out.append(f"  ... and {len(result.rejected) - 10} more (see the profile)")
     pruned = sum(t.state == "pruned" for t in result.trials)
-    out += ["", f"{len(result.trials)} trials ({result.resumed_trials} resumed from an earlier run, {pruned} pruned, "
-                f"{len(result.rejected)} rejected)",
+    failed = sum(t.state == "fail" for t in result.trials)
+    counted = len(result.trials) - failed
+    out += ["", f"{counted} trials ({result.resumed_trials} resumed from an earlier run, {pruned} pruned, "
+                f"{len(result.rejected)} rejected)" + (f"; {failed} interrupted, not counted" if failed else ""),
             f"Chosen: {result.winner.config.label()} -> p95 {result.winner.latency.p95_ms:.1f} ms, "
             f"{result.speedup_p95:.2f}x the baseline's p95 ({base:.1f} ms)"]
     out += [f"warning: {w}" for w in result.warnings]

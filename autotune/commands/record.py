@@ -21,7 +21,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--queries", type=Path, help="text file, one query per line (with --url)")
     p.add_argument("--budget", default="mid", help="comma-separated subset of low,mid,high")
     p.add_argument("--api-key", help="or set HINDSIGHT_API_KEY; never printed or stored")
-    p.add_argument("--timeout", type=float, default=30.0, help="seconds per recall")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds per recall, start to end")
     p.add_argument("--retries", type=int, default=2)
     p.add_argument("-o", "--out", type=Path, required=True)
     p.add_argument("--resume", action="store_true", help="append, skipping queries already recorded")
@@ -35,12 +35,14 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from autotune.errors import OptionsError
     from autotune.workload.record import (
         API_KEY_ENV,
+        check_http_options,
         parse_budgets,
         read_queries,
         record_from_server,
         record_from_traces,
     )
 
+    check_http_options(args.timeout, args.retries)  # before any file is created
     if args.from_traces is not None:
         report = record_from_traces(args.from_traces, args.out, resume=args.resume)
     else:

@@ -43,6 +43,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--fresh", action="store_true", help="discard the stored study and start over")
     p.add_argument("--wait-quiet", type=finite_float, default=0.0, metavar="SECONDS",
                    help="before measuring, wait up to this long for the load average to fall")
+    p.add_argument("--write-baseline", action="store_true", help="when no configuration passes parity, write "
+                                                                 "Hindsight's defaults rather than nothing")
     p.add_argument("--accept-mismatch", action="store_true", help="tune on a recording even when it does not "
                                                                   "reproduce Hindsight's own scores")
     for prec in ("fp32", "int8"):
@@ -81,7 +83,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                       max_threads=args.max_threads, tei_url=args.tei_url or DEFAULT_TEI_URL,
                       compose_file=None if args.no_compose else args.compose_file, target=args.target,
                       model_out=args.model_out, model_path_in_container=args.model_path_in_container,
-                      accept_mismatch=args.accept_mismatch, wait_quiet_s=args.wait_quiet)
+                      accept_mismatch=args.accept_mismatch, wait_quiet_s=args.wait_quiet,
+                      write_baseline=args.write_baseline)
     with TrialProgress(settings.trials, err) as progress:
         outcome = tune(opts, progress=progress.update, on_stage=progress.stage)
     print(format_result(outcome.result), file=out)

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any, TextIO
 
+from autotune.commands.argtypes import finite_float
 from autotune.errors import ExitStatus
 
 NAME = "serve"
@@ -17,12 +18,19 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--env-file", type=Path)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--graceful-timeout", type=finite_float, default=10.0, metavar="SECONDS",
+                   help="on SIGTERM, finish requests in flight for at most this long (compose and Kubernetes "
+                        "give 10 s)")
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from autotune.serve.app import resolve_settings, serve
 
     settings = resolve_settings(args.profile, args.env_file)
-    print(f"autotune serve: {settings.config.label()} on http://{args.host}:{args.port}", file=err)
-    serve(settings, args.host, args.port)
+    if args.graceful_timeout < 0:
+        from autotune.errors import OptionsError
+
+        raise OptionsError("--graceful-timeout must not be negative")
+    serve(settings, args.host, args.port, graceful_timeout_s=args.graceful_timeout,
+          announce=lambda where: print(f"autotune serve: {where}", file=err, flush=True))
     return ExitStatus.OK

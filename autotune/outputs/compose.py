@@ -67,18 +67,19 @@ def _relative(path: Path) -> str:
         return str(p)
 
 
-def write_compose(path: Path, *, profile_dir: Path, env_file: Path, hindsight_service: str = "hindsight",
-                  target: str = "tei", model_dir: Path | None = None,
-                  model_path_in_container: str | None = None) -> Path:
+def render_compose(*, profile_dir: Path, env_file: Path, hindsight_service: str = "hindsight", target: str = "tei",
+                   model_dir: Path | None = None, model_path_in_container: str | None = None) -> str:
     if target == "tei":
         data = compose_override(profile_dir=profile_dir, env_file=env_file, hindsight_service=hindsight_service)
-        header = HEADER
-    else:
-        if model_dir is None or model_path_in_container is None:
-            raise ValueError("an in-process target's override needs the model directory and its container path")
-        data = inprocess_override(env_file=env_file, model_dir=model_dir,
-                                  model_path_in_container=model_path_in_container,
-                                  hindsight_service=hindsight_service)
-        header = HEADER.splitlines(keepends=True)[0]
-    write_atomic(path, header + yaml.safe_dump(data, sort_keys=False))
+        return HEADER + yaml.safe_dump(data, sort_keys=False)
+    if model_dir is None or model_path_in_container is None:
+        raise ValueError("an in-process target's override needs the model directory and its container path")
+    data = inprocess_override(env_file=env_file, model_dir=model_dir, model_path_in_container=model_path_in_container,
+                              hindsight_service=hindsight_service)
+    return HEADER.splitlines(keepends=True)[0] + yaml.safe_dump(data, sort_keys=False)
+
+
+def write_compose(path: Path, *, profile_dir: Path, env_file: Path, hindsight_service: str = "hindsight") -> Path:
+    """The tei sidecar's override (`autotune compose`)."""
+    write_atomic(path, render_compose(profile_dir=profile_dir, env_file=env_file, hindsight_service=hindsight_service))
     return path

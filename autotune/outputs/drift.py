@@ -16,9 +16,9 @@ def check_profile(profile: dict[str, Any], host: HostInfo, *, env_file: Path | N
                   model_dir: Path | None = None) -> list[str]:
     """One line per difference, each with advice. Empty means the profile applies here."""
     drifts: list[str] = []
-    recorded = profile.get("host", {})
+    recorded = _mapping(profile.get("host"))
     config = profile_config(profile)
-    isa = recorded.get("isa", {})
+    isa = _mapping(recorded.get("isa"))
     for flag, had in isa.items():
         has = host.isa.get(flag, False)
         if had and not has:
@@ -26,7 +26,7 @@ def check_profile(profile: dict[str, Any], host: HostInfo, *, env_file: Path | N
             drifts.append(f"{hint} on a host with {flag}; this host has none: {ADVICE}")
         elif has and not had:
             drifts.append(f"this host has {flag}, which the profile's host lacked: {ADVICE} to use it")
-    usable = recorded.get("cores", {}).get("usable")
+    usable = _mapping(recorded.get("cores")).get("usable")
     if usable is not None and usable != host.cores.usable:
         drifts.append(f"profile was tuned with {usable} usable cores; this host has {host.cores.usable} "
                       f"(affinity and cgroup quota): {ADVICE}")
@@ -36,7 +36,7 @@ def check_profile(profile: dict[str, Any], host: HostInfo, *, env_file: Path | N
     ort = recorded.get("onnxruntime")
     if ort and ort != host.onnxruntime:
         drifts.append(f"profile was measured with onnxruntime {ort}; this host has {host.onnxruntime}: {ADVICE}")
-    model = profile.get("model", {})
+    model = _mapping(profile.get("model"))
     sha = _current_model_sha(model, model_dir)
     if sha is not None and model.get("sha256") and sha != model["sha256"]:
         drifts.append(f"model sha256 is {sha[:12]}, the profile's is {str(model['sha256'])[:12]}: {ADVICE}")
@@ -75,3 +75,8 @@ def _env_drift(profile: dict[str, Any], config: Any, env_file: Path) -> list[str
     want, keys = expected_env(profile, config)
     return [f"{env_file}: {key} differs from the profile's configuration: rerun autotune run"
             for key in keys if key in block and key in want and block[key] != want[key]]
+
+
+def _mapping(value: object) -> dict[str, Any]:
+    """A hand-edited profile may hold anything: what is not a mapping counts as absent."""
+    return value if isinstance(value, dict) else {}

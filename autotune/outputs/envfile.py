@@ -18,6 +18,7 @@ BEGIN = "# >>> autotune managed block: `autotune run` rewrites it; edit outside 
 END = "# <<< autotune managed block <<<"
 _LINE = re.compile(r"(?<=\n)")
 _KEY = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.]*)\s*=")
+MAX_ENV_BYTES = 1024 * 1024
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9_./:@+,-]+$")
 
 
@@ -85,8 +86,15 @@ def merge_env(existing: str, keys: Mapping[str, str]) -> MergeResult:
 
 def read_text_exact(path: Path) -> str:
     """Decode so that re-encoding gives back the very same bytes, whatever they were."""
+    path = Path(path)
+    if not path.exists():
+        return ""
+    if not path.is_file():
+        raise OutputError(f"{path} is not a regular file: --env-file takes the .env that Hindsight reads")
+    if path.stat().st_size > MAX_ENV_BYTES:
+        raise OutputError(f"{path} is larger than {MAX_ENV_BYTES // 1024} KiB: that is no .env")
     try:
-        return path.read_bytes().decode("utf-8", "surrogateescape") if path.exists() else ""
+        return path.read_bytes().decode("utf-8", "surrogateescape")
     except OSError as exc:
         raise OutputError(f"cannot read {path}: {exc.strerror}") from exc
 

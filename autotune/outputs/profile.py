@@ -38,22 +38,50 @@ def versions() -> dict[str, str]:
     return out
 
 
+def render_profile(data: dict[str, Any]) -> str:
+    return ("# autotune profile: commit this file; regenerate with `autotune run`\n"
+            + yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+
+
+def profile_path(directory: Path, name: str) -> Path:
+    return Path(directory) / f"{name}.yaml"
+
+
 def write_profile(directory: Path, name: str, data: dict[str, Any]) -> Path:
-    path = Path(directory) / f"{name}.yaml"
-    write_atomic(path, "# autotune profile: commit this file; regenerate with `autotune run`\n"
-                 + yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    path = profile_path(directory, name)
+    write_atomic(path, render_profile(data))
     return path
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """Profiles never need anchors; refusing aliases stops a "billion laughs" document cold."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.events.AliasEvent):
+            raise yaml.composer.ComposerError(None, None, "YAML aliases are not allowed in a profile",
+                                              self.peek_event().start_mark)
+        return super().compose_node(parent, index)
+
+
+MAPPINGS = ("host", "config", "model", "metrics", "search", "noise", "workload", "parity")
 
 
 def load_profile(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        data = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_NoAliasLoader)
     except FileNotFoundError as exc:
         raise OptionsError(f"profile {path} does not exist") from exc
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise OptionsError(f"profile {path} is not readable YAML: {str(exc).splitlines()[0]}") from exc
     if not isinstance(data, dict) or data.get("schema") != SCHEMA or "config" not in data:
         raise OptionsError(f"profile {path} is not an autotune profile (schema {SCHEMA})")
+    for key in MAPPINGS:
+        if key in data and not isinstance(data[key], dict):
+            raise OptionsError(f"profile {path}: `{key}` must be a mapping, not {type(data[key]).__name__}")
+    for key in ("isa", "cores"):
+        value = data.get("host", {}).get(key)
+        if value is not None and not isinstance(value, dict):
+            raise OptionsError(f"profile {path}: `host.{key}` must be a mapping, not {type(value).__name__}")
     return data
 
 

@@ -51,7 +51,7 @@ def build_profile(*, name: str, target: Target, result: SearchResult, host: Host
             "study": result.study_name,
             "sampler": f"TPESampler(seed={settings.seed})",
             "seed": settings.seed,
-            "trials": len(result.trials),
+            "trials": sum(t.state != "fail" for t in result.trials),
             "resumed_trials": result.resumed_trials,
             "repeats": settings.repeats,
             "final_rounds": settings.final_rounds,

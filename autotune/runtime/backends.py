@@ -76,6 +76,7 @@ class OrtBackend(Backend):
                  mem_arena: bool = True) -> None:
         import onnxruntime as ort
 
+        ort.set_default_logger_severity(3)  # errors come back as one line of ours, not ORT's coloured log
         self.input_names, declared, self.vocab_rows = inspect_graph(path)
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
@@ -105,7 +106,11 @@ class OrtBackend(Backend):
         return int(out.shape[1])
 
     def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
-        out = self._session.run([self._output], feeds)[0]
+        try:
+            out = self._session.run([self._output], feeds)[0]
+        except Exception as exc:  # onnxruntime raises its own classes; any of them means the model and feeds disagree
+            raise ModelError(f"onnxruntime cannot run the model on these inputs: {_first_line(exc)} (a tokenizer "
+                             "that does not match the model's vocabulary does this)") from exc
         return out.reshape(out.shape[0], -1) if out.ndim == 1 else out
 
 

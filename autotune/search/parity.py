@@ -26,6 +26,14 @@ class Tolerance:
     min_spearman: float
     min_topk: float
 
+    def __post_init__(self) -> None:
+        import math
+
+        if not all(math.isfinite(v) for v in (self.max_abs, self.min_spearman, self.min_topk)):
+            from autotune.errors import OptionsError
+
+            raise OptionsError(f"parity tolerances must be finite numbers, got {self}")
+
     def to_dict(self) -> dict[str, float]:
         return asdict(self)
 
@@ -74,7 +82,8 @@ class ParityReport:
     def violation(self) -> float:
         """> 0 means the candidate fails (Optuna's constraint convention)."""
         t = self.tolerance
-        return max(self.max_abs - t.max_abs, t.min_spearman - self.spearman, t.min_topk - self.topk)
+        worst = max(self.max_abs - t.max_abs, t.min_spearman - self.spearman, t.min_topk - self.topk)
+        return min(worst, 1e9) if worst == worst else 1e9  # finite, and NaN counts as failing
 
     @property
     def passed(self) -> bool:
@@ -99,6 +108,8 @@ class ParityReport:
 def compare(reference: Sequence[np.ndarray], candidate: Sequence[np.ndarray], tolerance: Tolerance) -> ParityReport:
     max_abs, rho, topk, worst, worst_violation = 0.0, 1.0, 1.0, 0, -np.inf
     for i, (ref, cand) in enumerate(zip(reference, candidate, strict=True)):
+        if not (np.all(np.isfinite(ref)) and np.all(np.isfinite(cand))):
+            return ParityReport(float("inf"), 0.0, 0.0, i, tolerance)  # NaN compares false: never let it pass
         q_abs = float(np.max(np.abs(ref - cand)))
         q_rho = spearman(ref, cand)
         q_top = topk_overlap(ref, cand)

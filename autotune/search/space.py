@@ -43,6 +43,9 @@ class SearchSpace:
         top = usable_cores if max_threads is None else max_threads
         if top < 1:
             raise OptionsError(f"--max-threads must be at least 1, got {top}")
+        if top > usable_cores:
+            raise OptionsError(f"--max-threads {top} is more than the {usable_cores} cores this process may use "
+                               "(affinity and cgroup quota): more threads only contend for them")
         prec = tuple(precisions) if precisions else PRECISIONS
         bad = [p for p in prec if p not in PRECISIONS]
         if bad:
@@ -98,6 +101,10 @@ class SearchSettings:
             raise OptionsError(f"--timeout must be positive, got {self.timeout_s}")
         if self.prune_ratio <= 1.0:
             raise OptionsError("--prune-ratio must be above 1")
+        if not 0 <= self.seed < 2**32:
+            raise OptionsError(f"--seed must be between 0 and 2**32 - 1, got {self.seed}")
+        if self.timeout_s is not None and self.timeout_s != self.timeout_s:
+            raise OptionsError("--timeout must be a number")
 
     def tolerance(self, precision: str) -> Tolerance:
         return self.fp32_tolerance if precision == "fp32" else self.int8_tolerance

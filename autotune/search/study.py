@@ -7,14 +7,17 @@ never chosen; a trial clearly slower than the best so far is pruned between pass
 from __future__ import annotations
 
 import contextlib
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from autotune.errors import OptionsError
 from autotune.paths import state_dir
 from autotune.runtime.engine import EngineConfig
 
@@ -63,10 +66,12 @@ class TrialRecord:
     p95_ms: float | None
     rejected: str | None
     rss_mb: float | None = None
+    duplicate_of: int | None = None  # a configuration the study already held: its figures were reused
 
     def to_dict(self) -> dict[str, Any]:
         return {"number": self.number, **self.config.to_dict(), "state": self.state,
-                "p95_ms": self.p95_ms, "rejected": self.rejected, "rss_mb": self.rss_mb}
+                "p95_ms": self.p95_ms, "rejected": self.rejected, "rss_mb": self.rss_mb,
+                "duplicate_of": self.duplicate_of}
 
 
 def fail_stale_trials(study: optuna.Study) -> int:
@@ -112,21 +117,71 @@ def trial_records(study: optuna.Study) -> list[TrialRecord]:
         if t.state == TrialState.PRUNED and t.last_step is not None:
             value = t.intermediate_values[t.last_step]  # its running p95 when it was stopped
         records.append(TrialRecord(t.number, config_of(t), t.state.name.lower(), value, rejected,
-                                   t.user_attrs.get("rss_mb")))
+                                   t.user_attrs.get("rss_mb"), t.user_attrs.get("duplicate_of")))
     return records
 
-def open_study(name: str, storage: str | None, seed: int, ratio: float, fresh: bool) -> optuna.Study:
-    if storage is None:
-        from optuna.storages.journal import JournalFileBackend, JournalStorage
+JOURNAL_NAME = "studies.journal"
 
-        state_dir().mkdir(parents=True, exist_ok=True)
-        backend = JournalFileBackend(str(state_dir() / "studies.journal"))
-        store: Any = JournalStorage(backend)
-    else:
-        store = storage
+
+def open_storage(storage: str | None, *, fresh: bool = False) -> Any:
+    """The study storage, opened (and so checked) before anything is measured.
+
+    A bad URL, an unreachable database or a corrupt journal is one line with exit 4. With
+    `--fresh`, a corrupt journal is moved aside (its studies are lost, and the message says so).
+    """
+    if storage is not None:
+        try:
+            return optuna.storages.get_storage(storage)
+        except Exception as exc:  # sqlalchemy raises many kinds: bad scheme, missing driver, unreachable file
+            raise OptionsError(f"--storage {_redact(storage)} cannot be opened: {_first_line(exc)}") from exc
+    from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+    state_dir().mkdir(parents=True, exist_ok=True)
+    path = state_dir() / JOURNAL_NAME
+    try:
+        _check_journal(path)  # every complete line now, so a corrupt one shows here and not mid-run
+        return JournalStorage(JournalFileBackend(str(path)))
+    except (ValueError, KeyError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
+        if not fresh:
+            raise OptionsError(f"the study journal {path} is corrupt ({_first_line(exc)}): rerun with --fresh to "
+                               "set it aside and start over") from exc
+        aside = path.with_name(f"{JOURNAL_NAME}.corrupt-{int(time.time())}")
+        path.rename(aside)
+        return JournalStorage(JournalFileBackend(str(path)))
+
+
+def _check_journal(path: Path) -> None:
+    """Each complete line of an Optuna journal is one JSON object (a torn last line is Optuna's to skip)."""
+    import json
+
+    if not path.exists():
+        return
+    with open(path, "rb") as fh:
+        for number, line in enumerate(fh, start=1):
+            if line.endswith(b"\n") and line.strip() and not isinstance(json.loads(line), dict):
+                raise ValueError(f"line {number} is not a journal entry")
+
+
+def _redact(url: str) -> str:
+    """Never print a password that sits in a storage URL."""
+    import re
+
+    return re.sub(r"//([^:/@]+):[^@/]*@", r"//\1:***@", url)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
+def open_study(name: str, store: Any, seed: int, ratio: float, fresh: bool) -> optuna.Study:
+    """Create or resume a study. A resumed study's sampler continues from where the last run stopped:
+    seeded by the seed and the number of trials it holds, so it never replays the first suggestions."""
     if fresh:
         with contextlib.suppress(KeyError):
             optuna.delete_study(study_name=name, storage=store)
-    return optuna.create_study(study_name=name, storage=store, load_if_exists=True, direction="minimize",
-                               sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=8),
-                               pruner=SlowerThanBestPruner(ratio))
+    study = optuna.create_study(study_name=name, storage=store, load_if_exists=True, direction="minimize",
+                                pruner=SlowerThanBestPruner(ratio))
+    done = len(study.get_trials(deepcopy=False))
+    study.sampler = optuna.samplers.TPESampler(seed=seed + done, n_startup_trials=8)
+    return study

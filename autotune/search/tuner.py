@@ -15,11 +15,18 @@ import numpy as np
 import optuna
 
 from autotune.errors import OptionsError, WorkloadError
-from autotune.fileio import check_writable, deferred_interrupts
+from autotune.fileio import StagedFiles, check_writable, deferred_interrupts
 from autotune.host import HostInfo, HostProbe, default_probe, run_conditions
-from autotune.outputs.envfile import MergeResult, merge_env, parse_env, read_text_exact, write_env
+from autotune.outputs.envfile import MergeResult, merge_env, parse_env, read_text_exact
 from autotune.outputs.model_dir import StagedModel, TokenizerCheck, check_tokenizer, stage_model_dir
-from autotune.outputs.profile import DEFAULT_TEI_URL, check_name, profile_name, tei_batch_size, write_profile
+from autotune.outputs.profile import (
+    DEFAULT_TEI_URL,
+    check_name,
+    profile_name,
+    profile_path,
+    render_profile,
+    tei_batch_size,
+)
 from autotune.paths import state_dir
 from autotune.runlock import host_lock
 from autotune.runtime.backends import inspect_graph
@@ -34,7 +41,7 @@ from autotune.search.noise import LoadMonitor, trustworthiness, wait_quiet
 from autotune.search.objective import Objective
 from autotune.search.parity import compare, reference_scores
 from autotune.search.space import SearchSettings, SearchSpace
-from autotune.search.study import open_study, run_study, trial_records
+from autotune.search.study import open_storage, open_study, run_study, trial_records
 from autotune.workload.hindsight_versions import parse_version
 from autotune.workload.queries import Workload, load_workload
 from autotune.workload.selfcheck import SelfCheck, logits_from_scores, self_check
@@ -62,6 +69,7 @@ class RunOptions:
     model_path_in_container: str | None = None
     accept_mismatch: bool = False  # tune on a recording that does not reproduce Hindsight's own scores
     wait_quiet_s: float = 0.0  # wait up to this long for the load to fall before measuring
+    write_baseline: bool = False  # when nothing passes parity, write Hindsight's defaults instead of nothing
 
 
 @dataclass
@@ -111,10 +119,12 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
                                      max_threads=opts.max_threads))
     settings = opts.settings
     with host_lock(state_dir()):  # before the model loads: a second run refuses at once
+        store = open_storage(opts.storage, fresh=opts.fresh)
         bundle = resolve_model(opts.model)
         traits = target.traits(host.cores.usable, bundle.max_length)
         pool = target.pool(bundle, has_vnni=host.has_vnni, usable_cores=host.cores.usable)
-        pool.engine(space.baseline())  # a broken model fails here, before any progress is printed
+        first = workload.queries[0]  # a broken model fails here, before any progress is printed
+        pool.engine(space.baseline()).score(first.query, first.documents[:2])
         stage(f"computing the fp32 reference (batch size 1, no sort, {_max_tokens(bundle, traits)} tokens)")
         reference = _reference(bundle, host, workload, traits)
         recording = self_check(workload.queries, logits_from_scores(reference))
@@ -123,7 +133,7 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
                                 "(pass --accept-mismatch to tune on it anyway)")
         study_name = (f"autotune-{target.name}-{host.fingerprint}-{bundle.sha256[:12]}-{workload.sha256[:12]}-"
                       f"{space.digest()}")
-        study = open_study(study_name, opts.storage, settings.seed, settings.prune_ratio, opts.fresh)
+        study = open_study(study_name, store, settings.seed, settings.prune_ratio, opts.fresh)
         def waiting(load: float) -> None:
             stage(f"waiting for a quiet host (load {load:.1f})")
 
@@ -142,6 +152,10 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
         for f in finalists:  # checked again on the very sessions that were timed
             f.parity = compare(reference, _scores(pool, f.config, workload), settings.tolerance(f.config.precision))
         passing = [f for f in finalists if f.parity is not None and f.parity.passed]
+        if not passing and not opts.write_baseline:
+            reason = finalists[0].parity.reason() if finalists[0].parity else "no parity figures"
+            raise OptionsError("no configuration passed the parity gate, not even Hindsight's defaults "
+                               f"({reason}): loosen the tolerances, or pass --write-baseline to write the defaults")
         winner, noise = choose(passing or finalists[:1])
         noise = load.warnings + noise
         if settings.final_rounds < 2:
@@ -220,7 +234,7 @@ def _stage_model(opts: RunOptions, target: Target, bundle: ModelBundle, pool: Sc
 def _write_outputs(opts: RunOptions, target: Target, result: SearchResult, host: HostInfo, bundle: ModelBundle,
                    pool: ScoringPool, workload: Workload, space: SearchSpace, conditions: dict[str, Any],
                    int8_sample: dict[str, list[float]] | None, recording: SelfCheck | None) -> RunOutcome:
-    from autotune.outputs.compose import write_compose
+    from autotune.outputs.compose import render_compose
     from autotune.outputs.profile_doc import build_profile
 
     winner = result.winner
@@ -245,18 +259,23 @@ def _write_outputs(opts: RunOptions, target: Target, result: SearchResult, host:
                             tokenizer_check=None if check is None else check.to_dict(),
                             recording_check=None if recording is None else recording.to_dict())
     compose_path = None
-    with deferred_interrupts():
+    merge = merge_env(read_text_exact(opts.env_file), keys)
+    path = profile_path(opts.profile_dir, name)
+    with deferred_interrupts(), StagedFiles() as files:  # every file, or none: staged first, renamed together
+        files.add(path, render_profile(profile))
+        files.add(opts.env_file, merge.text.encode("utf-8", "surrogateescape"))
+        if opts.compose_file is not None and (target.name == "tei" or opts.model_path_in_container):
+            compose_path = opts.compose_file
+            files.add(compose_path, render_compose(profile_dir=opts.profile_dir, env_file=opts.env_file,
+                                                   target=target.name, model_dir=model_dir,
+                                                   model_path_in_container=opts.model_path_in_container))
         try:
             if staged is not None:
                 staged.commit()
         finally:
             if staged is not None:
                 staged.discard()
-        profile_path = write_profile(opts.profile_dir, name, profile)
-        merge = write_env(opts.env_file, keys)
-        if opts.compose_file is not None and (target.name == "tei" or opts.model_path_in_container):
-            compose_path = write_compose(opts.compose_file, profile_dir=opts.profile_dir, env_file=opts.env_file,
-                                         target=target.name, model_dir=model_dir,
-                                         model_path_in_container=opts.model_path_in_container)
-    return RunOutcome(result, host, bundle, workload, profile_path, profile, merge, compose_path, target.name,
+        files.commit()
+    profile_path_written = path
+    return RunOutcome(result, host, bundle, workload, profile_path_written, profile, merge, compose_path, target.name,
                       model_dir, check, recording)

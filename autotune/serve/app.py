@@ -13,7 +13,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -47,6 +47,13 @@ class ServeSettings:
     max_body_bytes: int = 8 * 1024 * 1024
     auto_truncate: bool = True
     raw_scores_default: bool = False  # true for Hindsight <= 0.6.2, which applies sigmoid itself
+
+    def __post_init__(self) -> None:
+        for name in ("max_client_batch_size", "max_queue", "max_body_bytes"):
+            if getattr(self, name) < 1:
+                key = {"max_client_batch_size": "AUTOTUNE_MAX_CLIENT_BATCH_SIZE", "max_queue": "AUTOTUNE_MAX_QUEUE",
+                       "max_body_bytes": "the body limit"}[name]
+                raise OptionsError(f"{key} must be at least 1, got {getattr(self, name)}")
 
 
 def settings_from_profile(path: Path) -> ServeSettings:
@@ -121,6 +128,7 @@ class RerankService:
         self._in_flight = 0
         self._tokenizers: dict[tuple[str, bool], PairTokenizer] = {}
         self.metrics = Metrics()
+        self.stopping = False  # set on shutdown: requests still queued answer 503 instead of running
 
     def load(self) -> None:
         try:
@@ -135,8 +143,11 @@ class RerankService:
             for _ in range(2):  # warm up: arenas, thread pool
                 self.engine.score("warm up", ["autotune warm-up document"] * self.settings.config.batch_size)
             self.ready.set()
-        except Exception as exc:  # reported by /health and /info, never a crash
+        except Exception as exc:  # reported by /health and /info, and logged, never a crash
             self.load_error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            import sys
+
+            print(f"autotune serve: error: the model did not load: {self.load_error}", file=sys.stderr, flush=True)
 
     def tokenizer(self, direction: str, truncate: bool) -> PairTokenizer:
         assert self.pool is not None
@@ -189,6 +200,8 @@ class RerankService:
     def _score(self, query: str, texts: list[str], truncate: bool, direction: str, raw: bool,
                enqueued: float) -> tuple[np.ndarray, dict[str, float]]:
         started = time.perf_counter()
+        if self.stopping:
+            raise ApiError("Unhealthy", "the server is shutting down")
         tok = self.tokenizer(direction, truncate)
         if not truncate:
             too_long = max(len(e.ids) for e in tok.encode(query, texts))
@@ -206,6 +219,8 @@ def _parse_rerank(body: bytes) -> dict[str, Any]:
         req = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError("Validation", f"Failed to parse the request body as JSON: {exc}", 400) from exc
+    except RecursionError as exc:
+        raise ApiError("Validation", "the request body is nested too deeply", 422) from exc
     if not isinstance(req, dict):
         raise ApiError("Validation", "expected a JSON object", 422)
     query, texts = req.get("query"), req.get("texts")
@@ -216,10 +231,30 @@ def _parse_rerank(body: bytes) -> dict[str, Any]:
     for name in ("truncate", "raw_scores", "return_text"):
         if req.get(name) is not None and not isinstance(req[name], bool):
             raise ApiError("Validation", f"`{name}` must be a boolean", 422)
+    for text in (query, *texts):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ApiError("Validation", "`query` and `texts` must be valid Unicode (found a lone surrogate)",
+                           422) from exc
     direction = req.get("truncation_direction") or "Right"
     if direction not in ("Right", "Left"):
         raise ApiError("Validation", "`truncation_direction` must be Right or Left", 422)
     return {**req, "truncation_direction": direction.lower()}
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """Count bytes while they stream in and stop at the limit: a chunked body is never buffered whole."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise ApiError("Validation", "request body is too large", 413)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError("Validation", "request body is too large", 413)
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def create_app(service: RerankService, *, load_in_background: bool = True) -> Starlette:
@@ -231,12 +266,7 @@ def create_app(service: RerankService, *, load_in_background: bool = True) -> St
         try:
             if not service.ready.is_set():
                 raise ApiError("Unhealthy", service.load_error or "model is loading")
-            declared = request.headers.get("content-length")
-            if declared and declared.isdigit() and int(declared) > service.settings.max_body_bytes:
-                raise ApiError("Validation", "request body is too large", 413)
-            body = await request.body()
-            if len(body) > service.settings.max_body_bytes:
-                raise ApiError("Validation", "request body is too large", 413)
+            body = await _read_body(request, service.settings.max_body_bytes)
             req = _parse_rerank(body)
             texts: list[str] = req["texts"]
             if not texts:
@@ -284,6 +314,7 @@ def create_app(service: RerankService, *, load_in_background: bool = True) -> St
         if load_in_background:
             threading.Thread(target=service.load, name="autotune-load", daemon=True).start()
         yield
+        service.stopping = True
 
     return Starlette(routes=[Route("/rerank", rerank, methods=["POST"]), Route("/info", info),
                              Route("/health", health), Route("/metrics", metrics)], lifespan=lifespan)
@@ -305,8 +336,41 @@ def resolve_settings(profile: Path | None, env_file: Path | None,
     return settings_from_env(merged)
 
 
-def serve(settings: ServeSettings, host: str, port: int) -> None:
+def check_bindable(host: str, port: int) -> None:
+    """A taken or impossible address is one line with exit 4, before uvicorn logs a traceback."""
+    import socket
+
+    if not 1 <= port <= 65535:
+        raise OptionsError(f"--port must be between 1 and 65535, got {port}")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise OptionsError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+
+
+def serve(settings: ServeSettings, host: str, port: int, *, graceful_timeout_s: float = 10.0,
+          announce: Callable[[str], None] | None = None) -> None:
+    """Run until SIGTERM/SIGINT; then finish what is running, within `graceful_timeout_s`, and exit.
+
+    No connection limit of uvicorn's: past it every route answers 503, so stalled clients could
+    turn /health unhealthy. Overload is the bounded queue's job (429); idle connections time out.
+    """
     import uvicorn
 
-    uvicorn.run(create_app(RerankService(settings)), host=host, port=port, log_level="warning",
-                limit_concurrency=settings.max_queue * 8)
+    check_bindable(host, port)
+    resolve_model(None if settings.model == "default" else Path(settings.model))  # a missing model: exit 3 now
+    if announce is not None:
+        announce(f"{settings.config.label()} on http://{host}:{port}")
+    service = RerankService(settings)
+
+    class _Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            service.stopping = True  # from the signal on, queued requests answer 503 instead of waiting
+            super().handle_exit(sig, frame)
+
+    config = uvicorn.Config(create_app(service), host=host, port=port, log_level="warning", timeout_keep_alive=5,
+                            timeout_graceful_shutdown=graceful_timeout_s)
+    _Server(config).run()

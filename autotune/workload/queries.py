@@ -70,6 +70,11 @@ def parse_line(line: str, lineno: int) -> Query:
         if not isinstance(doc, str):
             raise fail(f"document {i} is not a string or an object with a string \"text\"")
         texts.append(doc)
+    for where, text in (("\"query\"", query), *((f"document {i}", d) for i, d in enumerate(texts))):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise fail(f"{where} is not valid Unicode (a lone surrogate escape at character {exc.start})") from exc
     budget = obj.get("budget")
     if budget is not None and not isinstance(budget, str):
         raise fail("\"budget\" must be a string")
@@ -82,7 +87,7 @@ def parse_line(line: str, lineno: int) -> Query:
 
 def parse_workload(data: bytes, source: str = "workload") -> Workload:
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a byte-order mark is UTF-8 too
     except UnicodeDecodeError as exc:
         raise WorkloadError(f"{source}: not UTF-8 (byte {exc.start})") from exc
     queries = []

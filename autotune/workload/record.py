@@ -31,15 +31,24 @@ def render_document(text: str, context: str | None, event_date: str | None) -> s
 
 def line_from_recall(response: dict[str, Any], *, budget: str | None, version: str | None) -> dict[str, Any]:
     """One queries.jsonl object from one recall response (or a bare trace)."""
+    if not isinstance(response, dict):
+        raise ValueError(f"the response is a JSON {type(response).__name__}, not an object")
     trace = response.get("trace", response)
     if not isinstance(trace, dict) or not isinstance(trace.get("reranked"), list):
         raise ValueError("response has no trace.reranked (was the recall made with \"trace\": true?)")
-    query = (trace.get("query") or {}).get("query_text")
+    query_info = trace.get("query")
+    query = query_info.get("query_text") if isinstance(query_info, dict) else None
     if not isinstance(query, str) or not query.strip():
         raise ValueError("trace.query.query_text is missing")
     details: dict[str, dict[str, Any]] = {}
-    for arm in trace.get("retrieval_results") or []:
-        for hit in (arm or {}).get("results") or []:
+    arms = trace.get("retrieval_results") or []
+    if not isinstance(arms, list) or not all(isinstance(a, dict) for a in arms):
+        raise ValueError("trace.retrieval_results is not a list of retrieval arms")
+    for arm in arms:
+        hits = arm.get("results") or []
+        if not isinstance(hits, list):
+            raise ValueError("trace.retrieval_results[].results is not a list")
+        for hit in hits:
             if isinstance(hit, dict) and hit.get("node_id") is not None:
                 seen = details.setdefault(str(hit["node_id"]), {})
                 for key in ("context", "event_date"):
@@ -96,16 +105,34 @@ class JsonlAppender:
             raise OptionsError(f"{path} exists: pass --resume to continue it, or choose another -o")
         self.done: set[tuple[str, str | None]] = set()
         if resume and path.exists():
+            self.done = self._recorded()  # read and checked first: a bad line changes nothing
             self._truncate_partial_last_line()
-            for raw in path.read_text(encoding="utf-8").splitlines():
-                if raw.strip():
-                    obj = json.loads(raw)
-                    self.done.add((obj.get("query"), obj.get("budget")))
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - held for line-by-line appends
         except OSError as exc:
             raise OptionsError(f"cannot write {path}: {exc.strerror}") from exc
+
+    def _recorded(self) -> set[tuple[str, str | None]]:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise WorkloadError(f"cannot read {self.path} to resume it: {exc}") from exc
+        lines = text.split("\n")
+        complete = lines[:-1]  # the last piece is either empty or a torn line that will be cut
+        done = set()
+        for number, raw in enumerate(complete, start=1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                raise WorkloadError(f"{self.path} line {number} is not JSON: fix or remove it to resume "
+                                    "(nothing was changed)") from None
+            if not isinstance(obj, dict):
+                raise WorkloadError(f"{self.path} line {number} is not a recorded recall (nothing was changed)")
+            done.add((obj.get("query"), obj.get("budget")))
+        return done
 
     def _truncate_partial_last_line(self) -> None:
         data = self.path.read_bytes()
@@ -140,6 +167,15 @@ def parse_budgets(text: str) -> list[str]:
     return budgets
 
 
+def check_http_options(timeout_s: float, retries: int) -> None:
+    import math
+
+    if not math.isfinite(timeout_s) or timeout_s <= 0:
+        raise OptionsError(f"--timeout must be a positive number of seconds, got {timeout_s}")
+    if not 0 <= retries <= 20:
+        raise OptionsError(f"--retries must be between 0 and 20, got {retries}")
+
+
 def recall_path(bank: str) -> str:
     """The bank id as exactly one path segment: `../admin` or `a#b` must never reach another route."""
     from urllib.parse import quote
@@ -154,6 +190,7 @@ def record_from_server(url: str, bank: str, queries: Sequence[str], budgets: Seq
                        progress: Callable[[Iterable[Any]], Iterable[Any]] = iter) -> RecordReport:
     import httpx
 
+    check_http_options(timeout_s, retries)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     path = recall_path(bank)
     report = RecordReport()
@@ -199,27 +236,46 @@ def server_version(client: Any) -> str | None:
         return None
 
 
+def _post_by_deadline(client: Any, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
+    """One POST whose whole exchange, headers and body, must finish within the client's timeout.
+
+    httpx's time-outs apply per read, so a server that drips a byte a second never trips them;
+    the body is read in pieces against one deadline instead.
+    """
+    import httpx
+
+    limit = client.timeout.read or 30.0
+    deadline = time.monotonic() + limit
+    chunks = []
+    with client.stream("POST", path, json=body) as resp:
+        for chunk in resp.iter_bytes():
+            chunks.append(chunk)
+            if time.monotonic() > deadline:
+                raise httpx.ReadTimeout(f"no complete answer within {limit:g} s")
+        return resp.status_code, b"".join(chunks)
+
+
 def post_with_retry(client: Any, path: str, body: dict[str, Any], retries: int) -> dict[str, Any]:
     import httpx
 
     delay = 0.5
     for attempt in range(retries + 1):
         try:
-            resp = client.post(path, json=body)
+            status, payload = _post_by_deadline(client, path, body)
         except httpx.TimeoutException:
             problem = "timed out"
         except httpx.TransportError as exc:
             problem = f"connection failed ({type(exc).__name__})"
         else:
-            if resp.status_code == 200:
+            if status == 200:
                 try:
-                    return resp.json()
-                except ValueError as exc:
+                    return json.loads(payload)
+                except (ValueError, RecursionError) as exc:
                     raise UpstreamError("response is not JSON") from exc
-            if resp.status_code in (401, 403):
-                raise UpstreamError(f"HTTP {resp.status_code}: check the API key")
-            problem = f"HTTP {resp.status_code}"
-            if resp.status_code < 500 and resp.status_code != 429:
+            if status in (401, 403):
+                raise UpstreamError(f"HTTP {status}: check the API key")
+            problem = f"HTTP {status}"
+            if status < 500 and status != 429:
                 raise UpstreamError(problem)
         if attempt < retries:
             time.sleep(delay)
@@ -236,15 +292,16 @@ def record_from_traces(directory: Path, out: Path, *, resume: bool = False) -> R
         for path in sorted(Path(directory).glob("*.json")):
             try:
                 response = json.loads(path.read_text(encoding="utf-8"))
-                budget = response.get("budget") if isinstance(response.get("budget"), str) else None
+                budget = response.get("budget") if isinstance(response, dict) and isinstance(
+                    response.get("budget"), str) else None
                 line = line_from_recall(response, budget=budget, version=None)
                 if (line["query"], budget) in writer.done:
                     report.skipped_existing += 1
                     continue
                 writer.append(line)
                 report.written += 1
-            except (ValueError, UnicodeDecodeError, AttributeError) as exc:
-                report.failures.append(f"{path.name}: {exc}")
+            except (ValueError, UnicodeDecodeError, RecursionError, OSError) as exc:
+                report.failures.append(f"{path.name}: {getattr(exc, 'strerror', None) or exc}")
     finally:
         writer.close()
     return report
