@@ -55,3 +55,22 @@ def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
+
+
+def wait_healthy(url: str, proc: Any = None, timeout_s: float = 120.0) -> None:
+    """Poll `/health` until 200; fail with the server's stderr if its process died first."""
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(proc.stderr.read() if proc.stderr else f"server exited with {proc.returncode}")
+        time.sleep(0.2)
+    raise AssertionError(f"{url} did not become healthy within {timeout_s:.0f} s")

@@ -20,7 +20,7 @@ from autotune.errors import ExitStatus
 from autotune.outputs.envfile import BEGIN
 from autotune.runtime.bert_onnx import build_bert_cross_encoder
 from tests.conftest import TINY_CONFIG, tiny_weights, write_model_dir, write_workload
-from tests.helpers import JsonHandler, serving
+from tests.helpers import JsonHandler, serving, wait_healthy
 
 FAST = ["--trials", "3", "--repeats", "1", "--final-rounds", "2"]
 
@@ -390,13 +390,7 @@ def test_sigterm_drains_within_the_grace_period(tmp_path, tiny_model_dir):
                              "--port", str(port), "--graceful-timeout", "2"], stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.2)
+        wait_healthy(url, proc, 60)
         statuses: list[int] = []
 
         def send() -> None:

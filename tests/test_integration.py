@@ -8,12 +8,13 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 import yaml
+
+from tests.helpers import wait_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -105,15 +106,7 @@ def test_serve_what_run_wrote(tuned):
                             text=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(url + "/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            time.sleep(0.3)
+        wait_healthy(url, proc)
         info = httpx.get(url + "/info").json()
         assert info["model_dtype"] in ("float32", "int8") and info["max_client_batch_size"] >= 300
         query = json.loads((tuned / "queries.jsonl").read_text().splitlines()[0])
