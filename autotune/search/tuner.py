@@ -234,9 +234,6 @@ def _stage_model(opts: RunOptions, target: Target, bundle: ModelBundle, pool: Sc
 def _write_outputs(opts: RunOptions, target: Target, result: SearchResult, host: HostInfo, bundle: ModelBundle,
                    pool: ScoringPool, workload: Workload, space: SearchSpace, conditions: dict[str, Any],
                    int8_sample: dict[str, list[float]] | None, recording: SelfCheck | None) -> RunOutcome:
-    from autotune.outputs.compose import render_compose
-    from autotune.outputs.profile_doc import build_profile
-
     winner = result.winner
     name = opts.name or profile_name(host.brand, host.cores.usable, host.fingerprint)  # --name checked up front
     model_ref = "default" if opts.model is None else str(opts.model)
@@ -245,12 +242,30 @@ def _write_outputs(opts: RunOptions, target: Target, result: SearchResult, host:
     if target.emits_model:
         staged, check = _stage_model(opts, target, bundle, pool, winner.config, workload, name, max_tokens)
         model_dir = model_out_dir(opts, name)
+    try:
+        return _commit_outputs(opts, target, result, host, bundle, workload, space, conditions, int8_sample, recording,
+                               name=name, model_ref=model_ref, max_tokens=max_tokens, staged=staged, check=check,
+                               model_dir=model_dir)
+    finally:
+        if staged is not None:
+            staged.discard()  # a no-op once committed; otherwise nothing half-made is left beside it
+
+
+def _commit_outputs(opts: RunOptions, target: Target, result: SearchResult, host: HostInfo, bundle: ModelBundle,
+                    workload: Workload, space: SearchSpace, conditions: dict[str, Any],
+                    int8_sample: dict[str, list[float]] | None, recording: SelfCheck | None, *, name: str,
+                    model_ref: str, max_tokens: int, staged: StagedModel | None, check: TokenizerCheck | None,
+                    model_dir: Path | None) -> RunOutcome:
+    """Build the keys and the profile, stage every file, then put the model directory and the files in place."""
+    from autotune.outputs.compose import render_compose
+    from autotune.outputs.profile_doc import build_profile
+
     env_model_dir = opts.model_path_in_container or (str(model_dir.resolve()) if model_dir is not None else None)
-    existing = parse_env(read_text_exact(opts.env_file))
+    env_text = read_text_exact(opts.env_file)
     ctx = EnvContext(model_ref=model_ref, model_dir=env_model_dir, tei_url=opts.tei_url,
-                     tei_batch_size=tei_batch_size(existing, workload.max_candidates), max_tokens=max_tokens,
-                     usable_cores=host.cores.usable)
-    keys = target.env_keys(winner.config, ctx)
+                     tei_batch_size=tei_batch_size(parse_env(env_text), workload.max_candidates),
+                     max_tokens=max_tokens, usable_cores=host.cores.usable)
+    keys = target.env_keys(result.winner.config, ctx)
     profile = build_profile(name=name, target=target, result=result, host=host, bundle=bundle, model_ref=model_ref,
                             workload=workload, space=space, settings=opts.settings, conditions=conditions,
                             int8_sample=int8_sample, max_tokens=max_tokens, env_keys=keys,
@@ -258,9 +273,9 @@ def _write_outputs(opts: RunOptions, target: Target, result: SearchResult, host:
                             model_path_in_container=opts.model_path_in_container,
                             tokenizer_check=None if check is None else check.to_dict(),
                             recording_check=None if recording is None else recording.to_dict())
-    compose_path = None
-    merge = merge_env(read_text_exact(opts.env_file), keys)
+    merge = merge_env(env_text, keys)
     path = profile_path(opts.profile_dir, name)
+    compose_path = None
     with deferred_interrupts(), StagedFiles() as files:  # every file, or none: staged first, renamed together
         files.add(path, render_profile(profile))
         files.add(opts.env_file, merge.text.encode("utf-8", "surrogateescape"))
@@ -269,13 +284,8 @@ def _write_outputs(opts: RunOptions, target: Target, result: SearchResult, host:
             files.add(compose_path, render_compose(profile_dir=opts.profile_dir, env_file=opts.env_file,
                                                    target=target.name, model_dir=model_dir,
                                                    model_path_in_container=opts.model_path_in_container))
-        try:
-            if staged is not None:
-                staged.commit()
-        finally:
-            if staged is not None:
-                staged.discard()
+        if staged is not None:
+            staged.commit()
         files.commit()
-    profile_path_written = path
-    return RunOutcome(result, host, bundle, workload, profile_path_written, profile, merge, compose_path, target.name,
-                      model_dir, check, recording)
+    return RunOutcome(result, host, bundle, workload, path, profile, merge, compose_path, target.name, model_dir,
+                      check, recording)
