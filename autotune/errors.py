@@ -25,6 +25,12 @@ class ExitStatus(IntEnum):
     INTERRUPTED = 130
 
 
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """An exception as one short line, for messages that must stay one line."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:limit] if text else type(exc).__name__
+
+
 class AutotuneError(Exception):
     """An expected failure: printed as one line, mapped to an exit status."""
 

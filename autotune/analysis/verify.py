@@ -18,7 +18,13 @@ import numpy as np
 from autotune.errors import OptionsError, UpstreamError
 from autotune.search.stats import percentile, relative_spread
 from autotune.workload.queries import Workload, parse_line
-from autotune.workload.record import line_from_recall, post_with_retry, recall_path, server_version
+from autotune.workload.record import (
+    line_from_recall,
+    post_with_retry,
+    recall_path,
+    rerank_phase_seconds,
+    server_version,
+)
 from autotune.workload.selfcheck import SelfCheck
 
 Job = tuple[str, str]  # (query, budget)
@@ -51,11 +57,9 @@ class VerifyResult:
 
 def _rerank_seconds(response: dict[str, Any]) -> float:
     trace = response.get("trace") if isinstance(response.get("trace"), dict) else {}
-    for m in (trace.get("summary") or {}).get("phase_metrics") or []:
-        if isinstance(m, dict) and (m.get("phase_name") or m.get("phase")) == "reranking":
-            value = m.get("duration_seconds")
-            if isinstance(value, (int, float)):
-                return float(value)
+    value = rerank_phase_seconds(trace)
+    if value is not None:
+        return value
     raise UpstreamError("the recall's trace has no reranking phase: is the reranker on (reranking mode "
                         "cross_encoder), and was the recall made with trace: true?")
 

@@ -64,6 +64,6 @@ def build_profile(*, name: str, target: Target, result: SearchResult, host: Host
                          for t in result.rejected],
             "history": [t.to_dict() for t in result.trials],
         },
-        "noise": {"warnings": result.warnings, "trustworthy": not result.warnings, **conditions},
+        "noise": {"warnings": result.warnings, **conditions},  # conditions carry `trustworthy`
         "versions": versions(),
     }

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from autotune.errors import ModelError
+from autotune.errors import ModelError, first_line
 from autotune.runtime.model import OPTIONAL_INPUTS, REQUIRED_INPUTS
 
 
@@ -39,7 +39,7 @@ def inspect_graph(path: Path) -> tuple[tuple[str, ...], int | None, int | None]:
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as exc:
-        raise ModelError(f"{path} is not a readable ONNX model: {_first_line(exc)}") from exc
+        raise ModelError(f"{path} is not a readable ONNX model: {first_line(exc)}") from exc
     init_names = {i.name for i in model.graph.initializer}
     inputs = tuple(i.name for i in model.graph.input if i.name not in init_names)
     missing = [n for n in REQUIRED_INPUTS if n not in inputs]
@@ -90,7 +90,7 @@ class OrtBackend(Backend):
         try:
             self._session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         except Exception as exc:
-            raise ModelError(f"onnxruntime cannot load {path}: {_first_line(exc)}") from exc
+            raise ModelError(f"onnxruntime cannot load {path}: {first_line(exc)}") from exc
         self._output = self._session.get_outputs()[0].name
         self.dtype = dtype
         self.threads = threads
@@ -109,11 +109,7 @@ class OrtBackend(Backend):
         try:
             out = self._session.run([self._output], feeds)[0]
         except Exception as exc:  # onnxruntime raises its own classes; any of them means the model and feeds disagree
-            raise ModelError(f"onnxruntime cannot run the model on these inputs: {_first_line(exc)} (a tokenizer "
+            raise ModelError(f"onnxruntime cannot run the model on these inputs: {first_line(exc)} (a tokenizer "
                              "that does not match the model's vocabulary does this)") from exc
         return out.reshape(out.shape[0], -1) if out.ndim == 1 else out
 
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__

@@ -102,13 +102,23 @@ class ScoreResult:
     lengths: list[int]
 
 
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def logit(p: np.ndarray) -> np.ndarray:
+    """The inverse of `sigmoid`, clipped so that 0 and 1 stay finite."""
+    p = np.clip(p, 1e-12, 1 - 1e-12)
+    return np.log(p / (1 - p))
+
+
 def calibrate(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sigmoid applied exactly once: 1 logit -> sigmoid, 2 logits -> softmax[:, 1]."""
     if logits.ndim != 2 or logits.shape[1] not in (1, 2):
         raise ModelError(f"model output has shape {list(logits.shape)}; expected [batch, 1] or [batch, 2]")
     raw = logits[:, 0] if logits.shape[1] == 1 else logits[:, 1] - logits[:, 0]
     raw = raw.astype(np.float64)
-    return 1.0 / (1.0 + np.exp(-raw)), raw
+    return sigmoid(raw), raw
 
 
 class RerankEngine:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune.errors import OptionsError
+from autotune.errors import OptionsError, first_line
 from autotune.paths import state_dir
 from autotune.runtime.engine import EngineConfig
 
@@ -133,7 +133,7 @@ def open_storage(storage: str | None, *, fresh: bool = False) -> Any:
         try:
             return optuna.storages.get_storage(storage)
         except Exception as exc:  # sqlalchemy raises many kinds: bad scheme, missing driver, unreachable file
-            raise OptionsError(f"--storage {_redact(storage)} cannot be opened: {_first_line(exc)}") from exc
+            raise OptionsError(f"--storage {_redact(storage)} cannot be opened: {first_line(exc)}") from exc
     from optuna.storages.journal import JournalFileBackend, JournalStorage
 
     state_dir().mkdir(parents=True, exist_ok=True)
@@ -143,7 +143,7 @@ def open_storage(storage: str | None, *, fresh: bool = False) -> Any:
         return JournalStorage(JournalFileBackend(str(path)))
     except (ValueError, KeyError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
         if not fresh:
-            raise OptionsError(f"the study journal {path} is corrupt ({_first_line(exc)}): rerun with --fresh to "
+            raise OptionsError(f"the study journal {path} is corrupt ({first_line(exc)}): rerun with --fresh to "
                                "set it aside and start over") from exc
         aside = path.with_name(f"{JOURNAL_NAME}.corrupt-{int(time.time())}")
         path.rename(aside)
@@ -168,10 +168,6 @@ def _redact(url: str) -> str:
 
     return re.sub(r"//([^:/@]+):[^@/]*@", r"//\1:***@", url)
 
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:200] if text else type(exc).__name__
 
 
 def open_study(name: str, store: Any, seed: int, ratio: float, fresh: bool) -> optuna.Study:

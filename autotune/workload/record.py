@@ -29,6 +29,16 @@ def render_document(text: str, context: str | None, event_date: str | None) -> s
     return render(text, context, date_part(event_date))
 
 
+def rerank_phase_seconds(trace: dict[str, Any]) -> float | None:
+    """Hindsight's own time for the reranking phase (`summary.phase_metrics`), or None."""
+    summary = trace.get("summary") if isinstance(trace.get("summary"), dict) else {}
+    for m in summary.get("phase_metrics") or []:
+        if isinstance(m, dict) and (m.get("phase_name") or m.get("phase")) == "reranking":
+            value = m.get("duration_seconds")
+            return float(value) if isinstance(value, (int, float)) else None
+    return None
+
+
 def line_from_recall(response: dict[str, Any], *, budget: str | None, version: str | None) -> dict[str, Any]:
     """One queries.jsonl object from one recall response (or a bare trace)."""
     if not isinstance(response, dict):
@@ -75,10 +85,9 @@ def line_from_recall(response: dict[str, Any], *, budget: str | None, version: s
                             "candidates": len(documents), "dated_by": rules.date_source}
     if unknown:
         line["dates_unknown"] = unknown  # candidates the response's results did not list: rebuilt undated
-    rerank_s = [m.get("duration_seconds") for m in (trace.get("summary") or {}).get("phase_metrics") or []
-                if isinstance(m, dict) and (m.get("phase_name") or m.get("phase")) == "reranking"]
-    if rerank_s and rerank_s[0] is not None:
-        line["hindsight_rerank_s"] = float(rerank_s[0])
+    rerank_s = rerank_phase_seconds(trace)
+    if rerank_s is not None:
+        line["hindsight_rerank_s"] = rerank_s
     if any(s is not None for s in scores):
         line["hindsight_scores"] = scores
     if any(s is not None for s in normalized):

@@ -14,20 +14,12 @@ from typing import Any
 
 import numpy as np
 
+from autotune.runtime.engine import logit, sigmoid
 from autotune.search.parity import spearman
 from autotune.workload.queries import Query
 
 LOGIT_TOLERANCE = 1e-4
-SIGMOID_OF_UNIT = (0.5, 1.0 / (1.0 + np.exp(-1.0)))  # sigmoid([0, 1]): where twice-sigmoided scores land
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
-
-
-def _logit(p: np.ndarray) -> np.ndarray:
-    p = np.clip(p, 1e-12, 1 - 1e-12)
-    return np.log(p / (1 - p))
+SIGMOID_OF_UNIT = (0.5, float(sigmoid(np.float64(1.0))))  # sigmoid([0, 1]): where twice-sigmoided scores land
 
 
 @dataclass
@@ -87,7 +79,7 @@ def self_check(queries: Sequence[Query], ours: Sequence[np.ndarray], *,
         differing_docs += [d for d, b in zip(docs, bad, strict=True) if b]
         lo, hi = SIGMOID_OF_UNIT
         if np.all((theirs >= lo - 1e-9) & (theirs <= hi + 1e-9)) and np.allclose(
-                theirs, _sigmoid(_sigmoid(mine)), atol=1e-4):
+                theirs, sigmoid(sigmoid(mine)), atol=1e-4):
             twice += 1
     if report.queries == 0:
         return None
@@ -100,7 +92,7 @@ def _read_scale(theirs: np.ndarray, mine: np.ndarray) -> tuple[str, np.ndarray]:
     """Logits, or probabilities (a provider that already applied the sigmoid): whichever fits ours."""
     as_logits = float(np.max(np.abs(mine - theirs)))
     if np.all((theirs > 0) & (theirs < 1)):
-        converted = _logit(theirs)
+        converted = logit(theirs)
         if float(np.max(np.abs(mine - converted))) < as_logits:
             return "probabilities", converted
     return "logits", theirs
@@ -122,7 +114,7 @@ def _likely_cause(report: SelfCheck, differing: list[str], twice: int) -> str:
 
 def logits_from_scores(scores: Sequence[np.ndarray]) -> list[np.ndarray]:
     """autotune's calibrated scores back to logits (float64: exact enough for |logit| < 30)."""
-    return [_logit(np.asarray(s, dtype=np.float64)) for s in scores]
+    return [logit(np.asarray(s, dtype=np.float64)) for s in scores]
 
 
 def check_recording(queries: Sequence[Query], model_dir: Any, *, max_tokens: int | None = None) -> SelfCheck | None:

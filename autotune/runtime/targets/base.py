@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from autotune.runtime.engine import HINDSIGHT_DEFAULT_BATCH, EngineConfig, EngineTraits, ScoringPool
+from autotune.runtime.engine import EngineConfig, EngineTraits, ScoringPool
 from autotune.runtime.model import ModelBundle
 from autotune.search.space import SearchSpace
 
@@ -72,9 +72,11 @@ class Target(ABC):
     def traits(self, usable_cores: int, max_length: int) -> EngineTraits:
         """How the engine must score to behave as this target does."""
 
-    @abstractmethod
     def space(self, limits: SpaceLimits) -> SearchSpace:
-        """The knobs this target reads, within the user's limits."""
+        """The knobs this target reads, within the user's limits; targets narrow the generic space."""
+        return SearchSpace.for_host(usable_cores=limits.usable_cores, max_candidates=limits.max_candidates,
+                                    batch_sizes=limits.batch_sizes, precisions=limits.precisions,
+                                    max_threads=limits.max_threads)
 
     @abstractmethod
     def env_keys(self, config: EngineConfig, ctx: EnvContext) -> dict[str, str]:
@@ -88,7 +90,3 @@ class Target(ABC):
     def baseline(self, space: SearchSpace) -> EngineConfig:
         """Hindsight's defaults for this target, as they behave on this workload."""
         return space.baseline()
-
-    @staticmethod
-    def default_batch() -> int:
-        return HINDSIGHT_DEFAULT_BATCH

@@ -9,12 +9,13 @@ else on the ONNX path.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 
-from autotune.runtime.engine import EngineConfig, EngineTraits, ScoreResult
+from autotune.runtime.engine import EngineConfig, EngineTraits, ScoreResult, logit, sigmoid
 from autotune.runtime.model import ModelBundle
 from autotune.runtime.targets.base import (
     PREFIX,
@@ -66,9 +67,8 @@ class LocalScorer:
 def _calibrated(out: np.ndarray, model: object) -> tuple[np.ndarray, np.ndarray]:
     """sentence-transformers applies a sigmoid to 1-label heads itself; undo it once for the logit."""
     if type(getattr(model, "activation_fn", None)).__name__ == "Sigmoid":
-        clipped = np.clip(out, 1e-12, 1 - 1e-12)
-        return out, np.log(clipped / (1 - clipped))
-    return 1.0 / (1.0 + np.exp(-out)), out
+        return out, logit(out)
+    return sigmoid(out), out
 
 
 class LocalPool:
@@ -99,9 +99,7 @@ class LocalTarget(Target):
         return EngineTraits(sort_key="chars_asc", spinning=True, zero_threads=hindsight_native_threads(usable_cores))
 
     def space(self, limits: SpaceLimits) -> SearchSpace:
-        base = SearchSpace.for_host(usable_cores=limits.usable_cores, max_candidates=limits.max_candidates,
-                                    batch_sizes=limits.batch_sizes, precisions=limits.precisions or ("fp32",),
-                                    max_threads=limits.max_threads)
+        base = super().space(replace(limits, precisions=limits.precisions or ("fp32",)))
         if base.precisions != ("fp32",):
             from autotune.errors import OptionsError
 

@@ -45,9 +45,7 @@ class OnnxTarget(Target):
                             max_tokens=onnx_max_tokens(max_length))
 
     def space(self, limits: SpaceLimits) -> SearchSpace:
-        base = SearchSpace.for_host(usable_cores=limits.usable_cores, max_candidates=limits.max_candidates,
-                                    batch_sizes=limits.batch_sizes, precisions=limits.precisions,
-                                    max_threads=limits.max_threads)
+        base = super().space(limits)
         return SearchSpace(batch_sizes=base.batch_sizes, threads=base.threads, length_sort=(True,),
                            precisions=base.precisions, mem_arena=(False, True), default_sort=True,
                            default_arena=False)

@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from autotune.runtime.engine import EngineConfig, EngineTraits
-from autotune.runtime.targets.base import PREFIX, EnvContext, SpaceLimits, Target, flag
-from autotune.search.space import SearchSpace
+from autotune.runtime.targets.base import PREFIX, EnvContext, Target, flag
 
 TEI_CONFIG_KEYS = ("AUTOTUNE_BATCH_SIZE", "AUTOTUNE_INTRA_OP_THREADS", "AUTOTUNE_LENGTH_SORT",
                    "AUTOTUNE_PRECISION", "AUTOTUNE_MODEL")
@@ -20,11 +19,6 @@ class TeiTarget(Target):
 
     def traits(self, usable_cores: int, max_length: int) -> EngineTraits:
         return EngineTraits(sort_key="tokens", spinning=True, zero_threads=0)
-
-    def space(self, limits: SpaceLimits) -> SearchSpace:
-        return SearchSpace.for_host(usable_cores=limits.usable_cores, max_candidates=limits.max_candidates,
-                                    batch_sizes=limits.batch_sizes, precisions=limits.precisions,
-                                    max_threads=limits.max_threads)
 
     def env_keys(self, config: EngineConfig, ctx: EnvContext) -> dict[str, str]:
         return {
