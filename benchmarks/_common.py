@@ -45,6 +45,26 @@ def heavy_workload(queries: int = 4, candidates: int = 100, seed: int = 11) -> W
     return parse_workload(("\n".join(lines) + "\n").encode(), "heavy")
 
 
+def longtail_workload(queries: int = 6, seed: int = 5) -> Workload:
+    """Unseen by the defaults' authors: 10 to 40 candidates a query, mostly short, one document past 512
+    tokens (truncated where the target truncates)."""
+    import make_queries as mq
+
+    rng = random.Random(seed)
+    short = [mq.render(*m) for m in mq.MEMORIES]
+    long = [mq.render(*m) for m in mq.LONG_MEMORIES]
+    lines = []
+    for i, (query, _budget) in enumerate(mq.QUERIES[-queries:]):
+        docs = [rng.choice(short) if rng.random() < 0.75 else rng.choice(long) for _ in range(rng.randint(10, 40))]
+        if i == queries // 2:
+            docs[0] = " ".join(long * 3)  # far past 512 tokens
+        lines.append(json.dumps({"id": f"t{i}", "query": query, "budget": "mid", "documents": docs}))
+    return parse_workload(("\n".join(lines) + "\n").encode(), "longtail")
+
+
+WORKLOADS = {"example": example_workload, "heavy": heavy_workload, "longtail": longtail_workload}
+
+
 def setup() -> tuple[object, object, EnginePool]:
     host = default_probe().probe()
     bundle = build_default_model()

@@ -1,69 +1,118 @@
-"""How much of an exhaustive grid's measuring time the Optuna search needs.
+"""Does `autotune run` with default settings pick what an exhaustive grid would, for less?
 
-On a small space (batch {1, 4, 16} x threads {default, 1, usable} x sort {off, on}, fp32) it
-runs the grid once, then the seeded TPE search, and prints the fraction of the grid's
-measuring time the search spent before a trial came within 5% of the grid's best p95, and
-whether both picked the same configuration. A configuration counts as within 5% by the grid's
-own measurement of it. Usage: python benchmarks/search_efficiency.py
+For each workload (example, heavy, longtail), on the `onnx` target:
+1. the grid: every configuration of the run's space (after the same int8 and fused-graph
+   pre-checks), each measured as a trial is without successive halving (warm-up, then
+   `repeats` passes of the whole workload); its measuring time is the sum of those trials;
+2. `autotune run` (the `tune` function, default settings, a fresh study) for each seed;
+3. every seed's pick and the grid's best, re-measured interleaved in one race.
+
+It prints, per seed, two ratios: the pick's p95 / the grid's best p95 (from the race), and the
+run's whole wall time (reference, pre-checks, search, refinement, re-race, served memory) /
+the grid's measuring time. Then `explain`'s leave-one-out on each pick: a revert faster by more
+than 3% is counted. Usage:
+
+    python benchmarks/search_efficiency.py [--workloads example,heavy,longtail] [--seeds 0,1,2,3,4]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
 
 import optuna
-from _common import example_workload, setup
+from _common import WORKLOADS
 
+from autotune.analysis.explain import explain
+from autotune.host import default_probe
+from autotune.runtime.model import build_default_model
+from autotune.runtime.targets import SpaceLimits, get_target
+from autotune.search.finalists import rerace
 from autotune.search.objective import Objective
 from autotune.search.parity import reference_scores
-from autotune.search.space import SearchSettings, SearchSpace
-from autotune.search.study import config_of, is_feasible
+from autotune.search.prechecks import prechecked
+from autotune.search.space import SearchSettings
+from autotune.search.study import best_feasible_config
+from autotune.search.tuner import RunOptions, tune
+from autotune.workload.queries import Workload
+
+FASTER_REVERT = 0.03
 
 
-def feasible(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
-    return [t for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,)) if is_feasible(t)]
+def write_jsonl(workload: Workload, path: Path) -> Path:
+    path.write_text("".join(json.dumps({"id": q.id, "query": q.query, "documents": q.documents}) + "\n"
+                            for q in workload.queries), encoding="utf-8")
+    return path
+
+
+def grid(target_name: str, workload: Workload, host: object, bundle: object) -> tuple[object, object, float, int]:
+    target = get_target(target_name)
+    pool = target.pool(bundle, has_vnni=host.has_vnni, usable_cores=host.cores.usable)  # type: ignore[attr-defined]
+    settings = SearchSettings(halving=False)
+    space = target.space(SpaceLimits(usable_cores=host.cores.usable,  # type: ignore[attr-defined]
+                                     max_candidates=workload.max_candidates))
+    reference = reference_scores(pool, workload, host.onnxruntime)  # type: ignore[attr-defined]
+    space, _dropped = prechecked(space, pool, workload, reference, settings.int8_tolerance)
+    study = optuna.create_study(sampler=optuna.samplers.GridSampler(space.dimensions()))
+    objective = Objective(pool, workload, reference, space, settings)
+    started = time.monotonic()
+    study.optimize(objective, n_trials=space.size())
+    return pool, best_feasible_config(study), time.monotonic() - started, space.size()
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--trials", type=int, default=8)
-    parser.add_argument("--seed", type=int, default=0)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workloads", default="example,heavy,longtail")
+    parser.add_argument("--seeds", default="0,1,2,3,4")
+    parser.add_argument("--target", default="onnx")
+    parser.add_argument("--race-rounds", type=int, default=5)
     args = parser.parse_args()
-    host, _bundle, pool = setup()
-    workload = example_workload()
-    usable = host.cores.usable  # type: ignore[attr-defined]
-    space = SearchSpace(batch_sizes=(1, 4, 16), threads=tuple(sorted({0, 1, usable})), precisions=("fp32",))
-    settings = SearchSettings(trials=args.trials, repeats=2, prune_ratio=1e9, seed=args.seed)
-    reference = reference_scores(pool, workload, host.onnxruntime)  # type: ignore[attr-defined]
-    objective = Objective(pool, workload, reference, space, settings)
-    grid_space = {"batch_size": list(space.batch_sizes), "intra_op_threads": list(space.threads),
-                  "length_sort": [False, True], "precision": ["fp32"]}
-    grid = optuna.create_study(sampler=optuna.samplers.GridSampler(grid_space, seed=args.seed))
-    grid.optimize(objective, n_trials=space.size())
-    grid_time = sum(t.duration.total_seconds() for t in grid.trials)
-    grid_best = min(feasible(grid), key=lambda t: t.value)
-    tpe = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=args.seed, n_startup_trials=4))
-    tpe.optimize(objective, n_trials=args.trials)
-    # Judge each configuration the search tried by the grid's own measurement of it, so that two
-    # measurements of one configuration minutes apart do not decide the answer.
-    grid_value = {config_of(t): t.value for t in feasible(grid)}
-    spent, reached = 0.0, None
-    for t in tpe.trials:
-        spent += t.duration.total_seconds()
-        value = grid_value.get(config_of(t)) if t.params else None
-        if value is not None and is_feasible(t) and value <= grid_best.value * 1.05:
-            reached = spent
-            break
-    tpe_best = min(feasible(tpe), key=lambda t: t.value)
-    print(f"grid: {space.size()} configurations, {grid_time:.1f} s of measuring; best "
-          f"{config_of(grid_best).label()} p95 {grid_best.value:.1f} ms")
-    if reached is None:
-        print(f"search: never came within 5% of the grid's best in {args.trials} trials")
-    else:
-        print(f"search reached within 5% of the grid's best after {reached / grid_time:.0%} of the grid's "
-              f"measuring time")
-    same = config_of(tpe_best) == config_of(grid_best)
-    print(f"search picked {config_of(tpe_best).label()}: {'the same as' if same else 'different from'} the grid's")
+    host = default_probe().probe()
+    bundle = build_default_model()
+    isa = ", ".join(k for k, v in host.isa.items() if v)
+    print(f"host: {host.brand}, {host.cores.usable} usable cores, {isa}; onnxruntime {host.onnxruntime}")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    totals = {"within": 0, "cheap": 0, "runs": 0, "faster_reverts": 0}
+    for name in args.workloads.split(","):
+        workload = WORKLOADS[name]()
+        pool, best, grid_s, size = grid(args.target, workload, host, bundle)
+        print(f"\n[{name}] grid: {size} configurations, {grid_s:.0f} s of measuring; best {best.label()}")
+        picks = []
+        with tempfile.TemporaryDirectory() as tmp:
+            path = write_jsonl(workload, Path(tmp) / "queries.jsonl")
+            for seed in seeds:
+                os.environ["AUTOTUNE_STATE_DIR"] = str(Path(tmp) / f"state-{seed}")  # a fresh study per seed
+                opts = RunOptions(workload=path, env_file=Path(tmp) / f"{seed}.env", profile_dir=Path(tmp) / "p",
+                                  name=f"seed{seed}", compose_file=None, target=args.target,
+                                  model_out=Path(tmp) / f"model-{seed}", settings=SearchSettings(seed=seed))
+                outcome = tune(opts)
+                picks.append((seed, outcome.result.winner.config, outcome.result.elapsed_s))
+        configs = [best] + [c for c in dict.fromkeys(p for _, p, _ in picks) if c != best]
+        race = {f.config: f.latency.p95_ms for f in rerace(pool, workload, configs, args.race_rounds)}
+        baseline = get_target(args.target).space(SpaceLimits(usable_cores=host.cores.usable,
+                                                             max_candidates=workload.max_candidates)).baseline()
+        reverts = {}
+        for config in configs[1:] if len(configs) > 1 else configs:
+            loo = explain(pool, workload, baseline, config, rounds=3).leave_one_out
+            reverts[config] = [s.knob for s in loo if s.p95_ms < s.before_p95_ms * (1 - FASTER_REVERT)]
+        if best not in reverts:
+            reverts[best] = []
+        for seed, pick, run_s in picks:
+            ratio = race[pick] / race[best]
+            cost = run_s / grid_s
+            within, cheap = ratio <= 1.05, cost <= 0.30
+            totals["within"] += within
+            totals["cheap"] += cheap
+            totals["runs"] += 1
+            totals["faster_reverts"] += bool(reverts[pick])
+            print(f"  seed {seed}: {pick.label():<48} p95 / grid best {ratio:.3f}  run time / grid {cost:.2f}  "
+                  f"faster reverts: {', '.join(reverts[pick]) or 'none'}")
+    print(f"\nwithin 5% of the grid's best: {totals['within']}/{totals['runs']}; at most 30% of the grid's time: "
+          f"{totals['cheap']}/{totals['runs']}; picks with a faster revert: {totals['faster_reverts']}")
 
 
 if __name__ == "__main__":

@@ -51,7 +51,8 @@ def test_run_tei_writes_env_profile_and_compose(tmp_path, tiny_model_dir, worklo
     assert profile["schema"] == 1 and profile["parity"]["passed"]
     assert profile["metrics"]["p95_ms"] <= profile["metrics"]["baseline_p95_ms"]
     assert profile["metrics"]["speedup_p95"] >= 1.0
-    assert set(profile["config"]) == {"batch_size", "intra_op_threads", "length_sort", "precision", "mem_arena"}
+    assert set(profile["config"]) == {"batch_size", "intra_op_threads", "length_sort", "precision", "mem_arena",
+                                      "graph", "spinning"}
     assert profile["target"] == "tei" and profile["model"]["dir"] is None
     assert profile["search"]["trials"] >= 5 and profile["search"]["history"][0]["batch_size"] == 9
     raw = profile_path.read_text()
@@ -130,8 +131,8 @@ def test_rerun_resumes_the_study(tmp_path, tiny_model_dir, workload_file):
     assert status == ExitStatus.OK and "(0 resumed" in out
 
 
-def test_parity_failures_are_never_chosen(tmp_path, tiny_model_dir, workload_file):
-    """An int8 tolerance nothing can meet: every int8 trial is rejected, with its reason."""
+def test_int8_that_fails_parity_is_checked_once_and_never_tried(tmp_path, tiny_model_dir, workload_file):
+    """An int8 tolerance nothing can meet: the pre-check drops int8, with its reason, and no trial runs it."""
     status, out, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
                                 *outputs(tmp_path), "--trials", "8", "--repeats", "1", "--final-rounds", "1",
                                 "--precisions", "int8,fp32", "--int8-max-abs", "0", "--int8-min-spearman", "1",
@@ -139,9 +140,12 @@ def test_parity_failures_are_never_chosen(tmp_path, tiny_model_dir, workload_fil
     assert status == ExitStatus.OK, err
     profile = yaml.safe_load(next((tmp_path / "out" / "profiles").glob("*.yaml")).read_text())
     assert profile["config"]["precision"] == "fp32"
-    rejected = profile["search"]["rejected"]
-    assert rejected and all(r["precision"] == "int8" and "max |Δscore|" in r["reason"] for r in rejected)
-    assert "Rejected by the parity gate" in out
+    dropped = profile["search"]["dropped"]
+    assert [(d["knob"], d["value"]) for d in dropped] == [("graph", "fused"), ("precision", "int8")]
+    assert "max |Δscore|" in dropped[1]["reason"] and "left out: precision=int8" in out
+    assert all(t["precision"] == "fp32" for t in profile["search"]["history"])
+    assert profile["search"]["space"]["precision"] == ["fp32"]
+    assert profile["parity"]["int8_vs_fp32"] is not None  # the scatter shows why
 
 
 def test_probe_json():

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from autotune.analysis.efficiency import ASSUMPTIONS, Efficiency, ModelDims, efficiency
+from autotune.analysis.peak import measured_peak
 from autotune.errors import DriftError, MissingDependencyError, OptionsError
 from autotune.host import HostInfo
 from autotune.outputs.profile import load_profile, profile_config, profile_target
@@ -173,7 +174,9 @@ def run_bench(profile: dict[str, Any], workload: Workload, host: HostInfo, *, ag
         eff = None
         if c.config is not None and c.pool is not None and dims is not None:
             shape = replay(c.pool.engine(c.config), workload.queries)
-            eff = efficiency(dims, host, shape.lengths, medians, shape.real_tokens, shape.padded_tokens)
+            threads = c.pool.effective(c.config).intra_op_threads or host.cores.usable
+            eff = efficiency(dims, host, shape.lengths, medians, shape.real_tokens, shape.padded_tokens,
+                             threads=threads, measured_peak=measured_peak(threads))
         rows.append(Row(c.name, c.description, Latency.from_seconds(medians),
                         [percentile(r, 95) * 1000.0 for r in p], eff))
     ratios = []

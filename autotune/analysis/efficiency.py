@@ -17,7 +17,8 @@ ASSUMPTIONS = (
     "FLOPs count multiply-adds as 2 and cover the encoder's matmuls, attention scores and context, the pooler and "
     "head; embeddings, LayerNorm, softmax and GELU are ignored. Peak assumes 2 FMA units per core "
     "(AVX-512: 64, AVX2: 32 fp32 FLOPs/cycle) at the advertised clock, for fp32 (int8 configurations are "
-    "compared with the same fp32 peak). Useful work counts real tokens only."
+    "compared with the same fp32 peak). The measured peak is a 1024x1024x1024 fp32 MatMul through onnxruntime "
+    "at the configuration's thread count, best of 7. Useful work counts real tokens only."
 )
 
 
@@ -51,20 +52,30 @@ def peak_flops(host: HostInfo) -> float | None:
 @dataclass(frozen=True)
 class Efficiency:
     useful_gflops: float
-    percent_of_peak: float | None
+    percent_of_peak: float | None  # of the nominal peak (clock x FMA width x usable cores)
     padding_overhead: float
+    percent_of_measured: float | None = None  # of a large MatMul through onnxruntime at the same threads
+    threads: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"useful_gflop_s": round(self.useful_gflops, 2),
-                "percent_of_peak": None if self.percent_of_peak is None else round(self.percent_of_peak, 2),
+        def pct(value: float | None) -> float | None:
+            return None if value is None else round(value, 2)
+
+        return {"useful_gflop_s": round(self.useful_gflops, 2), "percent_of_peak": pct(self.percent_of_peak),
+                "percent_of_measured_peak": pct(self.percent_of_measured), "threads": self.threads,
                 "padding_overhead": round(self.padding_overhead, 3)}
 
 
 def efficiency(dims: ModelDims, host: HostInfo, lengths: Sequence[Sequence[int]], seconds: Sequence[float],
-               real_tokens: int, padded_tokens: int) -> Efficiency:
-    """lengths[q] are query q's real pair lengths; seconds[q] its measured (median) latency."""
+               real_tokens: int, padded_tokens: int, *, threads: int | None = None,
+               measured_peak: float | None = None) -> Efficiency:
+    """lengths[q] are query q's real pair lengths; seconds[q] its measured (median) latency.
+
+    `measured_peak` is the attainable FLOP/s at the configuration's `threads` (see `peak`).
+    """
     flops = sum(dims.flops_per_pair(n) for q in lengths for n in q)
     useful = flops / max(sum(seconds), 1e-12) / 1e9
     peak = peak_flops(host)
     return Efficiency(useful, None if peak is None else 100.0 * useful * 1e9 / peak,
-                      padded_tokens / max(real_tokens, 1))
+                      padded_tokens / max(real_tokens, 1),
+                      None if not measured_peak else 100.0 * useful * 1e9 / measured_peak, threads)

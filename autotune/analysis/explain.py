@@ -1,7 +1,7 @@
 """`autotune explain`: which knob bought what, one variable at a time.
 
 Waterfall: from the baseline, apply the winner's knobs in the order batch size -> threads ->
-length sort -> precision -> arena, each step measured interleaved with the one before. Then
+length sort -> precision -> arena -> graph -> spinning, each step measured interleaved with the one before. Then
 leave-one-out: revert each knob alone from the winner, measured interleaved with the winner.
 """
 
@@ -21,7 +21,7 @@ from autotune.search.measure import interleaved
 from autotune.search.stats import per_query_medians, percentile
 from autotune.workload.queries import Workload
 
-KNOBS = ("batch_size", "intra_op_threads", "length_sort", "precision", "mem_arena")
+KNOBS = ("batch_size", "intra_op_threads", "length_sort", "precision", "mem_arena", "graph", "spinning")
 
 
 @dataclass

@@ -56,9 +56,22 @@ def format_result(result: SearchResult) -> str:
     pruned = sum(t.state == "pruned" for t in result.trials)
     failed = sum(t.state == "fail" for t in result.trials)
     counted = len(result.trials) - failed
-    out += ["", f"{counted} trials ({result.resumed_trials} resumed from an earlier run, {pruned} pruned, "
-                f"{len(result.rejected)} rejected)" + (f"; {failed} interrupted, not counted" if failed else ""),
-            f"Chosen: {result.winner.config.label()} -> p95 {result.winner.latency.p95_ms:.1f} ms, "
+    out += ["", f"{counted} trials ({result.resumed_trials} resumed from an earlier run, {pruned} stopped early by "
+                f"successive halving, {len(result.rejected)} rejected)"
+            + (f"; {failed} interrupted, not counted" if failed else "")]
+    out += [f"left out: {d.line()}" for d in result.dropped]
+    if result.refined is not None:
+        moves = sum(s.moved_to is not None for s in result.refined.steps)
+        out.append(f"refinement: {moves} move(s) from the search's best, stopped at a {result.refined.stopped}"
+                   if result.refined.stopped == "local optimum" else
+                   f"refinement: {moves} move(s) from the search's best, stopped by the {result.refined.stopped}")
+    memory = result.memory
+    if memory.get("served_mb") is not None:
+        estimate = (f" (estimated {memory['estimated_mb']:.0f} MB)" if memory.get("estimated_mb") is not None
+                    else "")
+        out.append(f"memory: the chosen configuration adds {memory['served_mb']:.0f} MB{estimate}; the tuner peaked "
+                   f"at {memory.get('tuner_peak_rss_mb') or 0:.0f} MB RSS, budget {memory['budget_mb']:.0f} MB")
+    out += [f"Chosen: {result.winner.config.label()} -> p95 {result.winner.latency.p95_ms:.1f} ms, "
             f"{result.speedup_p95:.2f}x the baseline's p95 ({base:.1f} ms)"]
     out += [f"warning: {w}" for w in result.warnings]
     return "\n".join(out)
@@ -73,10 +86,13 @@ def format_bench(result: BenchResult) -> str:
                      [[r.reference, f"{r.median:.2f}x", f"{r.low:.2f}x", f"{r.high:.2f}x"] for r in result.ratios]))
     effs = [(r.name, r.efficiency) for r in result.rows if r.efficiency is not None]
     if effs:
-        out += ["", table(["efficiency", "useful GFLOP/s", "% of peak", "padded/real tokens"],
-                          [[n, f"{e.useful_gflops:.1f}",
-                            "unknown" if e.percent_of_peak is None else f"{e.percent_of_peak:.1f}%",
-                            f"{e.padding_overhead:.2f}"] for n, e in effs]),
+        def pct(value: float | None) -> str:
+            return "unknown" if value is None else f"{value:.1f}%"
+
+        out += ["", table(["efficiency", "threads", "useful GFLOP/s", "% of measured peak", "% of nominal peak",
+                           "padded/real tokens"],
+                          [[n, e.threads or "", f"{e.useful_gflops:.1f}", pct(e.percent_of_measured),
+                            pct(e.percent_of_peak), f"{e.padding_overhead:.2f}"] for n, e in effs]),
                 f"assumptions: {result.assumptions}"]
     if result.recorded_p95_ms is not None:
         out.append(f"Hindsight's own reranking p95 when the workload was recorded: {result.recorded_p95_ms:.1f} ms "

@@ -31,8 +31,17 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--compose-file", type=Path, default=Path("compose.autotune.yaml"))
     p.add_argument("--no-compose", action="store_true", help="do not write the compose override")
     p.add_argument("--tei-url", default=None, help="where Hindsight reaches `autotune serve`")
-    p.add_argument("--trials", type=int, default=30)
-    p.add_argument("--timeout", type=finite_float, default=None, help="seconds for the search")
+    p.add_argument("--trials", type=positive_int, default=None,
+                   help="Optuna trials (default: about a quarter of the space, 12 to 60)")
+    p.add_argument("--timeout", type=finite_float, default=None,
+                   help="wall-clock seconds for the whole run: search, refinement and the final re-race")
+    p.add_argument("--max-memory", type=finite_float, default=None, metavar="MB",
+                   help="the tuner's peak RSS may not pass this; a configuration estimated or measured past it is "
+                        "rejected (default: the RSS at start plus half the memory available)")
+    p.add_argument("--refine-rounds", type=int, default=2,
+                   help="interleaved rounds per hill-climbing step after the search (0: no refinement)")
+    p.add_argument("--no-halving", action="store_true",
+                   help="measure every trial on the whole workload (no successive halving over queries)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeats", type=int, default=3, help="timed passes per trial")
     p.add_argument("--final-rounds", type=int, default=3, help="interleaved rounds for the finalists")
@@ -75,7 +84,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from autotune.search.tuner import RunOptions, tune
 
     settings = SearchSettings(trials=args.trials, timeout_s=args.timeout, seed=args.seed, repeats=args.repeats,
-                              final_rounds=args.final_rounds, **tolerances_from(args))  # type: ignore[arg-type]
+                              final_rounds=args.final_rounds, refine_rounds=args.refine_rounds,
+                              halving=not args.no_halving, max_memory_mb=args.max_memory,
+                              **tolerances_from(args))  # type: ignore[arg-type]
     precisions = [p.strip() for p in args.precisions.split(",")] if args.precisions else None
     opts = RunOptions(workload=args.workload, model=args.model, env_file=args.env_file,
                       profile_dir=args.profile_dir, name=args.name, storage=args.storage, fresh=args.fresh,

@@ -22,7 +22,6 @@ def build_profile(*, name: str, target: Target, result: SearchResult, host: Host
                   tokenizer_check: dict[str, Any] | None,
                   recording_check: dict[str, Any] | None = None) -> dict[str, Any]:
     winner = result.winner
-    rss = [t.rss_mb for t in result.trials if t.config == winner.config and t.rss_mb is not None]
     return {
         "schema": SCHEMA,
         "name": name,
@@ -42,17 +41,22 @@ def build_profile(*, name: str, target: Target, result: SearchResult, host: Host
             "p99_ms": round(winner.latency.p99_ms, 3),
             "baseline_p95_ms": round(result.baseline.latency.p95_ms, 3),
             "speedup_p95": round(result.speedup_p95, 4),
-            "rss_mb": round(max(rss), 1) if rss else None,
-            "measured": "finalists and baseline re-measured interleaved in one run; per-query medians; "
-                        "rss_mb is the process RSS after this configuration's timed passes",
+            "measured": "finalists and baseline re-measured interleaved in one run; per-query medians",
         },
+        "memory": result.memory,
         "parity": {**(winner.parity.to_dict() if winner.parity else {}), "int8_vs_fp32": int8_sample},
         "search": {
             "study": result.study_name,
             "sampler": f"TPESampler(seed={settings.seed})",
             "seed": settings.seed,
             "trials": sum(t.state != "fail" for t in result.trials),
+            "trials_planned": result.trials_planned,
+            "pruned_trials": sum(t.state == "pruned" for t in result.trials),
+            "pruner": "SuccessiveHalvingPruner over the workload's queries (reduction factor 2)",
             "resumed_trials": result.resumed_trials,
+            "elapsed_s": round(result.elapsed_s, 1),
+            "dropped": [d.to_dict() for d in result.dropped],
+            "refinement": None if result.refined is None else result.refined.to_dict(),
             "repeats": settings.repeats,
             "final_rounds": settings.final_rounds,
             "space": space.dimensions(),

@@ -105,13 +105,44 @@ class _GraphBuilder:
         return self.op("LayerNormalization", [x, scale, bias], prefix, axis=-1, epsilon=eps)
 
 
+def _plain_attention(g: _GraphBuilder, hidden: str, w: dict[str, np.ndarray], p: str, bias: str,
+                     split_heads: str, merge_heads: str, scale: str) -> str:
+    """Self-attention in standard ops: Q/K/V projections, scaled scores plus the mask bias, softmax."""
+    heads = {}
+    for name, perm in (("query", [0, 2, 1, 3]), ("key", [0, 2, 3, 1]), ("value", [0, 2, 1, 3])):
+        projected = g.linear(hidden, w[f"{p}.attention.self.{name}.weight"],
+                             w[f"{p}.attention.self.{name}.bias"], f"{p}.{name}")
+        heads[name] = g.op("Transpose", [g.op("Reshape", [projected, split_heads])], perm=perm)
+    scores = g.op("Add", [g.op("Mul", [g.op("MatMul", [heads["query"], heads["key"]]), scale]), bias])
+    probs = g.op("Softmax", [scores], axis=-1)
+    ctx = g.op("Transpose", [g.op("MatMul", [probs, heads["value"]])], perm=[0, 2, 1, 3])
+    return g.op("Reshape", [ctx, merge_heads])
+
+
+def _fused_attention(g: _GraphBuilder, hidden: str, w: dict[str, np.ndarray], p: str, num_heads: int,
+                     mask_i32: str) -> str:
+    """The same attention as one `com.microsoft.Attention` node: QKV packed as [hidden, 3 x hidden]."""
+    names = ("query", "key", "value")
+    packed = np.concatenate([w[f"{p}.attention.self.{n}.weight"].T for n in names], axis=1)
+    packed_bias = np.concatenate([w[f"{p}.attention.self.{n}.bias"] for n in names])
+    qkv = g.const(f"{p}.qkv.weight", np.ascontiguousarray(packed.astype(np.float32)))
+    qkv_bias = g.const(f"{p}.qkv.bias", packed_bias.astype(np.float32))
+    out = g.name(f"{p}.attention")
+    g.nodes.append(helper.make_node("Attention", [hidden, qkv, qkv_bias, mask_i32], [out], name=out,
+                                    domain="com.microsoft", num_heads=num_heads))
+    return out
+
+
 def build_bert_cross_encoder(
-    weights: dict[str, np.ndarray], config: dict[str, Any], *, hidden_state_output: bool = False
+    weights: dict[str, np.ndarray], config: dict[str, Any], *, hidden_state_output: bool = False,
+    fused_attention: bool = False,
 ) -> tuple[onnx.ModelProto, bool]:
     """Return (model, has_trained_head). Keys may carry a `bert.` prefix or not.
 
     `hidden_state_output` also exposes `last_hidden_state` [batch, sequence, hidden] as the
     first output: the same weights as a sentence encoder (mean pooling is the caller's).
+    `fused_attention` emits onnxruntime's `com.microsoft.Attention` op per layer (packed QKV,
+    one kernel) where ORT's optimizer would not find the pattern in the plain ops.
     """
     shape = BertShape.from_config(config)
     w = {k.removeprefix("bert."): v for k, v in weights.items()}
@@ -131,12 +162,13 @@ def build_bert_cross_encoder(
     emb = g.op("Add", [g.op("Gather", [word, ids], axis=0), g.op("Gather", [tok, types], axis=0)])
     hidden = g.layer_norm(g.op("Add", [emb, pos_rows]), w, "embeddings.LayerNorm", shape.layer_norm_eps)
 
-    # (1 - mask) * large negative, broadcast as [B, 1, 1, S].
-    mask_f = g.op("Cast", [mask], to=TensorProto.FLOAT)
-    inverted = g.op("Sub", [g.const("one_f", np.array(1.0, np.float32)), mask_f])
-    bias = g.op("Mul", [inverted, g.const("neg", np.array(np.finfo(np.float32).min, np.float32))])
-    bias = g.op("Unsqueeze", [bias, g.const("axes12", np.array([1, 2], np.int64))])
-
+    if fused_attention:  # the fused op takes the raw 0/1 mask as int32 [B, S]
+        mask_in = g.op("Cast", [mask], to=TensorProto.INT32)
+    else:  # (1 - mask) * large negative, broadcast as [B, 1, 1, S]
+        mask_f = g.op("Cast", [mask], to=TensorProto.FLOAT)
+        inverted = g.op("Sub", [g.const("one_f", np.array(1.0, np.float32)), mask_f])
+        mask_in = g.op("Mul", [inverted, g.const("neg", np.array(np.finfo(np.float32).min, np.float32))])
+        mask_in = g.op("Unsqueeze", [mask_in, g.const("axes12", np.array([1, 2], np.int64))])
     split_heads = g.const("split_heads", np.array([0, 0, shape.num_heads, head_dim], np.int64))
     merge_heads = g.const("merge_heads", np.array([0, 0, shape.hidden_size], np.int64))
     scale = g.const("scale", np.array(1.0 / math.sqrt(head_dim), np.float32))
@@ -147,16 +179,10 @@ def build_bert_cross_encoder(
     for i in range(shape.num_layers):
         p = f"encoder.layer.{i}"
 
-        heads = {}
-        for name, perm in (("query", [0, 2, 1, 3]), ("key", [0, 2, 3, 1]), ("value", [0, 2, 1, 3])):
-            projected = g.linear(hidden, w[f"{p}.attention.self.{name}.weight"],
-                                 w[f"{p}.attention.self.{name}.bias"], f"{p}.{name}")
-            heads[name] = g.op("Transpose", [g.op("Reshape", [projected, split_heads])], perm=perm)
-        q, k, v = heads["query"], heads["key"], heads["value"]
-        scores = g.op("Add", [g.op("Mul", [g.op("MatMul", [q, k]), scale]), bias])
-        probs = g.op("Softmax", [scores], axis=-1)
-        ctx = g.op("Transpose", [g.op("MatMul", [probs, v])], perm=[0, 2, 1, 3])
-        ctx = g.op("Reshape", [ctx, merge_heads])
+        if fused_attention:
+            ctx = _fused_attention(g, hidden, w, p, shape.num_heads, mask_in)
+        else:
+            ctx = _plain_attention(g, hidden, w, p, mask_in, split_heads, merge_heads, scale)
         attn = g.linear(ctx, w[f"{p}.attention.output.dense.weight"], w[f"{p}.attention.output.dense.bias"],
                         f"{p}.attention.output")
         hidden = g.layer_norm(g.op("Add", [attn, hidden]), w, f"{p}.attention.output.LayerNorm",
@@ -186,8 +212,8 @@ def build_bert_cross_encoder(
         outputs,
         g.initializers,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="autotune")
+    opsets = [helper.make_opsetid("", OPSET)] + ([helper.make_opsetid("com.microsoft", 1)] if fused_attention else [])
+    model = helper.make_model(graph, opset_imports=opsets, producer_name="autotune")
     model.ir_version = 8
     onnx.checker.check_model(model)
     return model, trained

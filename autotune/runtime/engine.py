@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
 HINDSIGHT_DEFAULT_BATCH = 32
+GRAPHS = ("plain", "fused")  # the model as given, or with attention fused into onnxruntime's contrib op
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,8 @@ class EngineConfig:
     length_sort: bool
     precision: str
     mem_arena: bool = True  # onnxruntime's CPU arena: faster reuse, but it never gives memory back
+    graph: str = "plain"
+    spinning: bool = True  # idle intra-op threads busy-wait (fast hand-off) or sleep (kind to a shared host)
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -40,23 +43,29 @@ class EngineConfig:
             raise OptionsError(f"intra-op threads must be 0 (default) or more, got {self.intra_op_threads}")
         if self.precision not in PRECISIONS:
             raise OptionsError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if self.graph not in GRAPHS:
+            raise OptionsError(f"graph must be one of {', '.join(GRAPHS)}, got {self.graph!r}")
 
     def label(self) -> str:
         threads = "default" if self.intra_op_threads == 0 else str(self.intra_op_threads)
-        arena = "" if self.mem_arena else " arena=off"
+        extras = "".join((" arena=off" if not self.mem_arena else "",
+                          " fused" if self.graph == "fused" else "",
+                          " spin=off" if not self.spinning else ""))
         return (f"bs={self.batch_size} threads={threads} sort={'on' if self.length_sort else 'off'} "
-                f"{self.precision}{arena}")
+                f"{self.precision}{extras}")
 
     def to_dict(self) -> dict[str, object]:
         return {"batch_size": self.batch_size, "intra_op_threads": self.intra_op_threads,
-                "length_sort": self.length_sort, "precision": self.precision, "mem_arena": self.mem_arena}
+                "length_sort": self.length_sort, "precision": self.precision, "mem_arena": self.mem_arena,
+                "graph": self.graph, "spinning": self.spinning}
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> EngineConfig:
-        """The inverse of `to_dict`; profiles written before `mem_arena` existed had the arena on."""
+        """The inverse of `to_dict`; knobs a profile predates take onnxruntime's defaults."""
         return cls(batch_size=int(data["batch_size"]), intra_op_threads=int(data["intra_op_threads"]),  # type: ignore[call-overload]
                    length_sort=bool(data["length_sort"]), precision=str(data["precision"]),
-                   mem_arena=bool(data.get("mem_arena", True)))
+                   mem_arena=bool(data.get("mem_arena", True)), graph=str(data.get("graph", "plain")),
+                   spinning=bool(data.get("spinning", True)))
 
 
 SORT_KEYS = ("tokens", "chars_desc", "chars_asc")
@@ -68,13 +77,14 @@ class EngineTraits:
 
     `sort_key` is what `length_sort` sorts by: token count ascending (autotune's engine), or
     `len(query) + len(doc)` in characters, longest first (Hindsight's onnx provider) or shortest
-    first (Hindsight's local bucket batching). `zero_threads` is what `intra_op_threads=0`
-    becomes (0 keeps onnxruntime's own default). `max_tokens` truncates pairs (None: the model's
-    limit).
+    first (Hindsight's local bucket batching). `spinning`, when set, is fixed by the target
+    whatever the configuration says (Hindsight's onnx provider always turns it off).
+    `zero_threads` is what `intra_op_threads=0` becomes (0 keeps onnxruntime's own default).
+    `max_tokens` truncates pairs (None: the model's limit).
     """
 
     sort_key: str = "tokens"
-    spinning: bool = True
+    spinning: bool | None = None
     zero_threads: int = 0
     max_tokens: int | None = None
 
@@ -84,6 +94,9 @@ class EngineTraits:
 
     def threads(self, config: EngineConfig) -> int:
         return config.intra_op_threads or self.zero_threads
+
+    def spins(self, config: EngineConfig) -> bool:
+        return config.spinning if self.spinning is None else self.spinning
 
 
 BASELINE = EngineConfig(batch_size=HINDSIGHT_DEFAULT_BATCH, intra_op_threads=0, length_sort=False, precision="fp32")
@@ -187,3 +200,11 @@ class ScoringPool(Protocol):
     """Makes a scorer for each configuration; implementations reuse sessions where they can."""
 
     def engine(self, config: EngineConfig) -> Scoring: ...
+
+    def effective(self, config: EngineConfig) -> EngineConfig:
+        """The configuration as it runs; equal effective forms are one measurement."""
+        ...
+
+    def release(self) -> None:
+        """Free what the pool holds between measurements (sessions, arenas)."""
+        ...

@@ -156,7 +156,7 @@ def resolve_model(model_dir: Path | None) -> ModelBundle:
 
 
 @contextmanager
-def _quiet_root_logger() -> Iterator[None]:
+def quiet_root_logger() -> Iterator[None]:
     """onnxruntime.quantization logs advice through the root logger; users need none of it."""
     logging.disable(logging.WARNING)
     try:
@@ -176,13 +176,19 @@ def int8_format(has_vnni: bool) -> str:
     return "u8s8" if has_vnni else "u8u8"
 
 
-def int8_model_path(bundle: ModelBundle, has_vnni: bool) -> Path:
-    """Quantize (once, cached by fp32 sha256, ORT version and format) and return the path."""
+def int8_model_path(bundle: ModelBundle, has_vnni: bool, source: Path | None = None, graph: str = "plain") -> Path:
+    """Quantize (once, cached by fp32 sha256, graph, ORT version and format) and return the path.
+
+    `source` is the fp32 graph to quantize (the fused variant's file for `graph="fused"`); its
+    MatMuls are quantized, a fused Attention kernel stays fp32.
+    """
     import onnxruntime
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     fmt = int8_format(has_vnni)
-    target = cache_dir() / "int8" / f"{bundle.sha256[:16]}-ort{onnxruntime.__version__}-{fmt}" / "model.onnx"
+    tag = "" if graph == "plain" else f"-{graph}"
+    target = (cache_dir() / "int8" / f"{bundle.sha256[:16]}{tag}-ort{onnxruntime.__version__}-{fmt}"
+              / "model.onnx")
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -190,14 +196,16 @@ def int8_model_path(bundle: ModelBundle, has_vnni: bool) -> Path:
     os.close(fd)
     tmp = Path(tmp_name)
     try:
-        with warnings.catch_warnings(), _quiet_root_logger():
+        with warnings.catch_warnings(), quiet_root_logger():
             warnings.simplefilter("ignore")
             quantize_dynamic(
-                bundle.onnx_path,
+                source or bundle.onnx_path,
                 tmp,
                 op_types_to_quantize=["MatMul"],  # embeddings and LayerNorm stay fp32
                 weight_type=QuantType.QInt8 if fmt == "u8s8" else QuantType.QUInt8,
                 per_channel=False,
+                # a fused Attention's output has no inferred type: it is fp32, as every activation here
+                extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
             )
         tmp.replace(target)
     except Exception as exc:

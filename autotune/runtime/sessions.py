@@ -1,21 +1,23 @@
 """Builds engines for configurations, reusing ORT sessions across trials.
 
-A session is keyed by (precision, threads, arena): batch size and length sort are engine-side
-knobs and need no new session. The target's traits (sort key, spinning, what 0 threads
-means, max tokens) apply to every engine the pool makes.
+A session is keyed by (precision, graph, threads, arena, spinning): batch size and length
+sort are engine-side knobs and need no new session. The target's traits (sort key, fixed
+spinning, what 0 threads means, max tokens) apply to every engine the pool makes. At most
+`max_sessions` stay alive, so the search's memory is one or two sessions' worth.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import gc
+from dataclasses import replace
+from pathlib import Path
 
 from autotune.runtime.backends import Backend, OrtBackend
 from autotune.runtime.engine import EngineConfig, EngineTraits, RerankEngine
 from autotune.runtime.model import ModelBundle, int8_model_path
 from autotune.runtime.tokenize import PairTokenizer
 
-if TYPE_CHECKING:
-    from pathlib import Path
+SessionKey = tuple[str, str, int, bool, bool]
 
 
 class EnginePool:
@@ -26,22 +28,43 @@ class EnginePool:
         self.traits = traits or EngineTraits()
         self.max_length = min(self.traits.max_tokens or bundle.max_length, bundle.max_length)
         self.tokenizer = PairTokenizer(bundle.tokenizer_path, self.max_length)
-        self._backends: dict[tuple[str, int, bool], Backend] = {}
+        self._backends: dict[SessionKey, Backend] = {}
         self._max_sessions = max_sessions
 
-    def model_path(self, precision: str) -> Path:
-        return self.bundle.onnx_path if precision == "fp32" else int8_model_path(self.bundle, self.has_vnni)
+    def model_path(self, config: EngineConfig) -> Path:
+        """The graph file a configuration runs (and the one Hindsight is handed for it)."""
+        source = self.bundle.onnx_path
+        if config.graph == "fused":
+            from autotune.runtime.fusion import fused_model_path
+
+            source = fused_model_path(self.bundle)
+        if config.precision == "fp32":
+            return source
+        return int8_model_path(self.bundle, self.has_vnni, source=source, graph=config.graph)
+
+    def effective(self, config: EngineConfig) -> EngineConfig:
+        """The configuration as it runs: 0 threads resolved, spinning as the target fixes it.
+
+        Two configurations with the same effective form are the same measurement.
+        """
+        return replace(config, intra_op_threads=self.traits.threads(config), spinning=self.traits.spins(config))
 
     def backend(self, config: EngineConfig) -> Backend:
-        threads = self.traits.threads(config)
-        key = (config.precision, threads, config.mem_arena)
+        run = self.effective(config)
+        key = (run.precision, run.graph, run.intra_op_threads, run.mem_arena, run.spinning)
         if key not in self._backends:
             if len(self._backends) >= self._max_sessions:  # bound memory: each session holds its own peak
                 self._backends.pop(next(iter(self._backends)))
+                gc.collect()
             dtype = "float32" if config.precision == "fp32" else "int8"
-            self._backends[key] = OrtBackend(self.model_path(config.precision), threads=threads, dtype=dtype,
-                                             spinning=self.traits.spinning, mem_arena=config.mem_arena)
+            self._backends[key] = OrtBackend(self.model_path(config), threads=run.intra_op_threads, dtype=dtype,
+                                             spinning=run.spinning, mem_arena=config.mem_arena)
         return self._backends[key]
+
+    def release(self) -> None:
+        """Drop every session (and its arena), so the next measurement starts from a bare process."""
+        self._backends.clear()
+        gc.collect()
 
     def engine(self, config: EngineConfig) -> RerankEngine:
         return RerankEngine(self.backend(config), self.tokenizer, batch_size=config.batch_size,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.trial import TrialState
@@ -13,8 +14,12 @@ from autotune.search.measure import interleaved
 from autotune.search.parity import ParityReport
 from autotune.search.space import SearchSpace
 from autotune.search.stats import Latency, noise_warnings, per_query_medians, percentile, relative_spread
-from autotune.search.study import TrialRecord, config_of, is_feasible
+from autotune.search.study import PARAMS, TrialRecord, config_of, is_feasible
 from autotune.workload.queries import Workload
+
+if TYPE_CHECKING:
+    from autotune.search.prechecks import Dropped
+    from autotune.search.refine import RefineResult
 
 
 @dataclass
@@ -35,6 +40,11 @@ class SearchResult:
     trials: list[TrialRecord]
     warnings: list[str] = field(default_factory=list)
     resumed_trials: int = 0
+    refined: RefineResult | None = None
+    dropped: list[Dropped] = field(default_factory=list)
+    memory: dict[str, Any] = field(default_factory=dict)
+    trials_planned: int = 0
+    elapsed_s: float = 0.0
 
     @property
     def speedup_p95(self) -> float:
@@ -45,18 +55,24 @@ class SearchResult:
         return [t for t in self.trials if t.rejected]
 
 
-def finalists_from(study: optuna.Study, space: SearchSpace, k: int) -> list[EngineConfig]:
+def finalists_from(study: optuna.Study, space: SearchSpace, k: int, *, first: EngineConfig | None = None,
+                   same: Callable[[EngineConfig], EngineConfig] = lambda c: c) -> list[EngineConfig]:
+    """The baseline, then `first` (the refined pick) and the best feasible trials: `k` besides the
+    baseline, none of them the same effective configuration as another."""
     feasible = [(t.value, t) for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                if is_feasible(t) and t.value is not None]
+                if is_feasible(t) and t.value is not None and set(t.params) == PARAMS]
+    baseline = space.baseline()
     chosen: list[EngineConfig] = []
-    for _, t in sorted(feasible, key=lambda pair: pair[0]):
-        config = config_of(t)
-        if config not in chosen:
-            chosen.append(config)
+    seen = {same(baseline)}
+    ranked = ([first] if first is not None else []) + [config_of(t) for _, t in sorted(feasible,
+                                                                                       key=lambda pair: pair[0])]
+    for config in ranked:
         if len(chosen) == k:
             break
-    baseline = space.baseline()
-    return [baseline] + [c for c in chosen if c != baseline]
+        if same(config) not in seen:
+            seen.add(same(config))
+            chosen.append(config)
+    return [baseline, *chosen]
 
 
 def rerace(pool: ScoringPool, workload: Workload, configs: Sequence[EngineConfig], rounds: int) -> list[Finalist]:

@@ -1,63 +1,165 @@
-"""One trial: a parity pass that doubles as warm-up, then timed passes with pruning."""
+"""One trial: checked against the memory budget, then measured rung by rung over the workload.
+
+Successive halving with queries as the resource: a trial is timed on a fixed quarter of the
+queries first, reports its p95 there, and Optuna's `SuccessiveHalvingPruner` stops it when it
+is not in the better half of the trials measured at the same budget. A survivor goes on to
+half the queries, then all of them; nothing measured is measured again. The first pass over
+each rung's queries also gives the scores for parity, so parity costs no extra pass.
+"""
 
 from __future__ import annotations
 
+import math
+import random
+from collections.abc import Sequence
+
 import numpy as np
 import optuna
-import psutil
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune.runtime.engine import ScoringPool
-from autotune.search.measure import measure, replay, warm_up
+from autotune.runtime.engine import EngineConfig, ScoringPool
+from autotune.search.measure import replay, warm_up
+from autotune.search.memory import ModelMemory, PeakRss, rss_mb
 from autotune.search.parity import compare
 from autotune.search.space import SearchSettings, SearchSpace
-from autotune.search.stats import per_query_medians, percentile
+from autotune.search.stats import percentile
 from autotune.workload.queries import Workload
+
+COPIED_ATTRS = ("parity", "rejected", "per_query_median_ms", "padding_overhead", "rss_mb", "peak_growth_mb",
+                "estimated_mb", "queries_measured")
+
+
+def rung_sizes(n_queries: int, halving: bool) -> list[int]:
+    """Queries measured by the end of each rung: a quarter, doubling, then all (one rung without halving)."""
+    if not halving or n_queries < 4:
+        return [n_queries]
+    sizes, size = [], math.ceil(n_queries / 4)
+    while size < n_queries:
+        sizes.append(size)
+        size *= 2
+    return [*sizes, n_queries]
+
+
+def rung_order(workload: Workload) -> list[int]:
+    """A fixed shuffle of the queries, the same for every trial of this workload, so that rungs compare
+    like with like and no rung is just the workload's first (often shortest) queries."""
+    order = list(range(len(workload.queries)))
+    random.Random(workload.sha256).shuffle(order)
+    return order
 
 
 class Objective:
-    """One trial: a parity pass that doubles as warm-up, then timed passes with pruning."""
+    """Minimise the p95 of per-query medians; parity and memory are constraints (feasible when ≤ 0)."""
 
     def __init__(self, pool: ScoringPool, workload: Workload, reference: list[np.ndarray],
-                 space: SearchSpace, settings: SearchSettings) -> None:
+                 space: SearchSpace, settings: SearchSettings, *, memory_budget_mb: float | None = None,
+                 memory_model: ModelMemory | None = None, lengths: Sequence[Sequence[int]] | None = None) -> None:
         self.pool, self.workload, self.reference = pool, workload, reference
         self.space, self.settings = space, settings
+        self.memory_budget_mb = memory_budget_mb
+        self.memory_model, self.lengths = memory_model, lengths
+        self.order = rung_order(workload)
+        self.rungs = rung_sizes(len(workload.queries), settings.halving)
 
     def __call__(self, trial: optuna.Trial) -> float:
         config = self.space.suggest(trial)
-        earlier = self._measured(trial)
+        earlier = self._measured(trial, config)
         if earlier is not None:  # the study holds this configuration: reuse its figures, measure nothing
             trial.set_user_attr("duplicate_of", earlier.number)
-            for key in ("parity", "rejected", "per_query_median_ms", "padding_overhead", "rss_mb"):
+            for key in COPIED_ATTRS:
                 if key in earlier.user_attrs:
                     trial.set_user_attr(key, earlier.user_attrs[key])
-            trial.set_constraint("parity", (earlier.constraints or {}).get("parity", 0.0))
+            for key, value in earlier.constraints.items():
+                trial.set_constraint(key, value)
             return float(earlier.value)  # type: ignore[arg-type]
+        estimate = self.estimate_mb(config)
+        if estimate is not None:
+            trial.set_user_attr("estimated_mb", round(estimate, 1))
+            over = rss_mb() + estimate - self.memory_budget_mb if self.memory_budget_mb is not None else 0.0
+            if over > 0:  # never run a configuration to the OOM killer
+                trial.set_constraint("memory", over)
+                trial.set_constraint("parity", 0.0)
+                trial.set_user_attr("rejected", f"estimated {estimate:.0f} MB would pass the memory budget of "
+                                                f"{self.memory_budget_mb:.0f} MB")
+                return math.inf
+        with PeakRss() as peak:
+            value = self._measure(trial, config)
+        trial.set_user_attr("peak_growth_mb", round(peak.growth_mb, 1))
+        trial.set_user_attr("rss_mb", round(peak.peak_mb, 1))
+        over = peak.peak_mb - self.memory_budget_mb if self.memory_budget_mb is not None else 0.0
+        trial.set_constraint("memory", max(over, 0.0))
+        if over > 0 and "rejected" not in trial.user_attrs:
+            trial.set_user_attr("rejected", f"peak RSS {peak.peak_mb:.0f} MB passed the memory budget of "
+                                            f"{self.memory_budget_mb:.0f} MB")
+        return value
+
+    def _measure(self, trial: optuna.Trial, config: EngineConfig) -> float:
         engine = self.pool.engine(config)
-        warm_up(engine, self.workload.queries)
-        first = replay(engine, self.workload.queries, keep_scores=True)
-        report = compare(self.reference, first.scores, self.settings.tolerance(config.precision))
+        queries = self.workload.queries
+        warm_up(engine, [queries[i] for i in self.order[:2]])
+        medians: dict[int, float] = {}
+        scores: dict[int, np.ndarray] = {}
+        real = padded = 0
+        done = 0
+        for size in self.rungs:
+            batch = self.order[done:size]
+            subset = [queries[i] for i in batch]
+            passes = []
+            for r in range(self.settings.repeats):
+                result = replay(engine, subset, keep_scores=r == 0)
+                passes.append(result.seconds)
+                if r == 0:
+                    scores.update(zip(batch, result.scores, strict=True))
+                    real, padded = real + result.real_tokens, padded + result.padded_tokens
+            for k, i in enumerate(batch):
+                medians[i] = float(np.median([p[k] for p in passes]))
+            done = size
+            measured = sorted(medians)
+            report = compare([self.reference[i] for i in measured], [scores[i] for i in measured],
+                             self.settings.tolerance(config.precision))
+            value = percentile([medians[i] for i in measured], 95) * 1000.0
+            if not report.passed:
+                trial.set_user_attr("parity", report.to_dict())
+                trial.set_constraint("parity", report.violation)
+                trial.set_user_attr("rejected", report.reason())
+                trial.set_user_attr("queries_measured", done)
+                return value  # infeasible: never chosen
+            if size < len(queries):
+                trial.report(value, size)
+                if trial.should_prune():
+                    trial.set_user_attr("queries_measured", done)
+                    raise optuna.TrialPruned()
         trial.set_user_attr("parity", report.to_dict())
         trial.set_constraint("parity", report.violation)
-        if not report.passed:
-            trial.set_user_attr("rejected", report.reason())
-            return percentile(first.seconds, 95) * 1000.0  # infeasible: never chosen
+        trial.set_user_attr("per_query_median_ms", [round(medians[i] * 1000.0, 4) for i in range(len(queries))])
+        trial.set_user_attr("padding_overhead", padded / max(real, 1))
+        trial.set_user_attr("queries_measured", done)
+        return value
 
-        def on_pass(step: int, passes: list[list[float]]) -> None:
-            trial.report(percentile(per_query_medians(passes), 95) * 1000.0, step)
-            if trial.should_prune():
-                raise optuna.TrialPruned()
+    def estimate_mb(self, config: EngineConfig) -> float | None:
+        """One session with this configuration's largest batch, from the workload's real pair lengths."""
+        if self.memory_model is None or self.lengths is None:
+            return None
+        shapes = [shape for lengths in self.lengths
+                  for shape in batch_shapes(lengths, config.batch_size, config.length_sort)]
+        rows, longest = max(shapes, key=lambda s: self.memory_model.batch_mb(*s))  # type: ignore[union-attr]
+        return self.memory_model.session_mb(rows, longest)
 
-        passes = measure(engine, self.workload.queries, self.settings.repeats, on_pass)
-        medians = per_query_medians(passes)
-        trial.set_user_attr("per_query_median_ms", [round(m * 1000.0, 4) for m in medians])
-        trial.set_user_attr("padding_overhead", first.padded_tokens / max(first.real_tokens, 1))
-        trial.set_user_attr("rss_mb", round(psutil.Process().memory_info().rss / 2**20, 1))
-        return percentile(medians, 95) * 1000.0
-
-    @staticmethod
-    def _measured(trial: optuna.Trial) -> FrozenTrial | None:
+    def _measured(self, trial: optuna.Trial, config: EngineConfig) -> FrozenTrial | None:
+        """A finished trial that ran the same effective configuration (0 threads resolved, and so on)."""
+        mine = self.pool.effective(config)
         for done in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-            if done.params == trial.params and done.value is not None:
+            if done.value is None or set(done.params) != set(trial.params):
+                continue
+            if self.pool.effective(EngineConfig.from_dict(done.params)) == mine:
                 return done
         return None
+
+
+def batch_shapes(lengths: Sequence[int], batch_size: int, length_sort: bool) -> list[tuple[int, int]]:
+    """(rows, longest) of each batch. Sorted or not, the estimate takes the worst case a sort can give:
+    sorting groups the longest pairs together, so it is bounded by the longest pairs sharing a batch."""
+    ordered = sorted(lengths, reverse=True) if length_sort else list(lengths)
+    return [(len(chunk), max(chunk)) for chunk in (ordered[i:i + batch_size]
+                                                   for i in range(0, len(ordered), batch_size))]
+

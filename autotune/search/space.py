@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import optuna
 
@@ -22,8 +24,11 @@ class SearchSpace:
     length_sort: tuple[bool, ...] = (False, True)
     precisions: tuple[str, ...] = PRECISIONS
     mem_arena: tuple[bool, ...] = (True,)
+    graphs: tuple[str, ...] = ("plain",)
+    spinning: tuple[bool, ...] = (True,)
     default_sort: bool = False  # what Hindsight does with this target when nobody tunes it
     default_arena: bool = True
+    default_spinning: bool = True
 
     @classmethod
     def for_host(
@@ -60,22 +65,57 @@ class SearchSpace:
             length_sort=bool(trial.suggest_categorical("length_sort", list(self.length_sort))),
             precision=str(trial.suggest_categorical("precision", list(self.precisions))),
             mem_arena=bool(trial.suggest_categorical("mem_arena", list(self.mem_arena))),
+            graph=str(trial.suggest_categorical("graph", list(self.graphs))),
+            spinning=bool(trial.suggest_categorical("spinning", list(self.spinning))),
         )
 
     def baseline(self) -> EngineConfig:
         """Hindsight's default, as it behaves on this workload (batch 32, capped like the rest)."""
         return EngineConfig(batch_size=min(BASELINE.batch_size, max(self.batch_sizes)),
                             intra_op_threads=0, length_sort=self.default_sort, precision="fp32",
-                            mem_arena=self.default_arena)
+                            mem_arena=self.default_arena, graph="plain", spinning=self.default_spinning)
 
     def size(self) -> int:
-        return (len(self.batch_sizes) * len(self.threads) * len(self.length_sort) * len(self.precisions)
-                * len(self.mem_arena))
+        return math.prod(len(values) for values in self.dimensions().values())
 
     def dimensions(self) -> dict[str, list[object]]:
+        """Each knob's values, keyed by its `EngineConfig` field (and Optuna parameter) name."""
         return {"batch_size": list(self.batch_sizes), "intra_op_threads": list(self.threads),
                 "length_sort": list(self.length_sort), "precision": list(self.precisions),
-                "mem_arena": list(self.mem_arena)}
+                "mem_arena": list(self.mem_arena), "graph": list(self.graphs), "spinning": list(self.spinning)}
+
+    def grid(self) -> list[EngineConfig]:
+        """Every configuration, for an exhaustive comparison."""
+        dims = self.dimensions()
+        return [EngineConfig(**dict(zip(dims, values, strict=True)))  # type: ignore[arg-type]
+                for values in itertools.product(*dims.values())]
+
+    def neighbours(self, config: EngineConfig) -> list[EngineConfig]:
+        """One knob changed at a time: batch size one step either way, every other value of the rest."""
+        out: list[EngineConfig] = []
+        for knob, values in self.dimensions().items():
+            current = getattr(config, knob)
+            if knob == "batch_size":
+                ordered = sorted(self.batch_sizes)
+                below = [b for b in ordered if b < current]
+                above = [b for b in ordered if b > current]
+                candidates: list[object] = below[-1:] + above[:1]
+            else:
+                candidates = [v for v in values if v != current]
+            out.extend(replace(config, **{knob: v}) for v in candidates)
+        return out
+
+    def default_trials(self) -> int:
+        """Trials scale with the space: about a quarter of it, at least 12 and at most 60."""
+        return max(12, min(60, math.ceil(self.size() / 4)))
+
+    def narrowed(self, **values: tuple[object, ...]) -> SearchSpace:
+        """The same space with some knobs' values replaced (a knob dropped after a pre-check)."""
+        known = {f.name for f in fields(self)}
+        unknown = set(values) - known
+        if unknown:
+            raise ValueError(f"unknown knobs {sorted(unknown)}")
+        return replace(self, **values)  # type: ignore[arg-type]
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(self.__dict__, sort_keys=True, default=list).encode()).hexdigest()[:8]
@@ -83,28 +123,37 @@ class SearchSpace:
 
 @dataclass(frozen=True)
 class SearchSettings:
-    trials: int = 30
-    timeout_s: float | None = None
+    trials: int | None = None  # None: the space's default_trials()
+    timeout_s: float | None = None  # wall-clock budget for the whole run: search, refinement and re-race
     seed: int = 0
     repeats: int = 3
     finalists: int = 3
     final_rounds: int = 3
-    prune_ratio: float = 1.5
+    refine_rounds: int = 2  # interleaved rounds per hill-climbing step; 0 turns refinement off
+    halving: bool = True  # successive halving over the workload's queries
+    max_memory_mb: float | None = None  # None: a fraction of the memory available when the run starts
     fp32_tolerance: Tolerance = FP32_TOLERANCE
     int8_tolerance: Tolerance = INT8_TOLERANCE
 
     def __post_init__(self) -> None:
-        for name in ("trials", "repeats", "final_rounds"):
+        for name in ("repeats", "final_rounds"):
             if getattr(self, name) < 1:
                 raise OptionsError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        if self.trials is not None and self.trials < 1:
+            raise OptionsError(f"--trials must be at least 1, got {self.trials}")
+        if self.refine_rounds < 0:
+            raise OptionsError(f"--refine-rounds must be 0 (off) or more, got {self.refine_rounds}")
         if self.timeout_s is not None and self.timeout_s <= 0:
             raise OptionsError(f"--timeout must be positive, got {self.timeout_s}")
-        if self.prune_ratio <= 1.0:
-            raise OptionsError("--prune-ratio must be above 1")
+        if self.max_memory_mb is not None and not self.max_memory_mb > 0:
+            raise OptionsError(f"--max-memory must be positive, got {self.max_memory_mb}")
         if not 0 <= self.seed < 2**32:
             raise OptionsError(f"--seed must be between 0 and 2**32 - 1, got {self.seed}")
         if self.timeout_s is not None and self.timeout_s != self.timeout_s:
             raise OptionsError("--timeout must be a number")
+
+    def trials_for(self, space: SearchSpace) -> int:
+        return self.trials if self.trials is not None else space.default_trials()
 
     def tolerance(self, precision: str) -> Tolerance:
         return self.fp32_tolerance if precision == "fp32" else self.int8_tolerance

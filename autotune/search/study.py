@@ -1,7 +1,8 @@
 """The Optuna study: a seeded TPE search over the target's knobs.
 
-Trials that fail parity are marked infeasible with `Trial.set_constraint`, so they are
-never chosen; a trial clearly slower than the best so far is pruned between passes.
+Trials that fail parity or pass the memory budget are marked infeasible with
+`Trial.set_constraint`, so they are never chosen; Optuna's `SuccessiveHalvingPruner` stops a
+trial that is not in the better half at the same number of queries (see `objective`).
 """
 
 from __future__ import annotations
@@ -23,23 +24,8 @@ from autotune.runtime.engine import EngineConfig
 
 if TYPE_CHECKING:
     from autotune.search.objective import Objective
-    from autotune.search.space import SearchSettings
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)  # our own messages say what matters
-
-
-class SlowerThanBestPruner(optuna.pruners.BasePruner):
-    """Prune when a trial's running p95 is `ratio` times the best feasible trial's p95."""
-
-    def __init__(self, ratio: float) -> None:
-        self.ratio = ratio
-
-    def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
-        step = trial.last_step
-        if step is None:
-            return False
-        best = best_feasible_value(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
-        return best is not None and trial.intermediate_values[step] > self.ratio * best
 
 
 def is_feasible(trial: FrozenTrial) -> bool:
@@ -51,11 +37,18 @@ def best_feasible_value(trials: Sequence[FrozenTrial]) -> float | None:
     return min(values) if values else None
 
 
-PARAMS = frozenset({"batch_size", "intra_op_threads", "length_sort", "precision", "mem_arena"})
+PARAMS = frozenset(EngineConfig(batch_size=1, intra_op_threads=0, length_sort=False, precision="fp32").to_dict())
 
 
 def config_of(trial: FrozenTrial) -> EngineConfig:
     return EngineConfig.from_dict(trial.params)
+
+
+def best_feasible_config(study: optuna.Study) -> EngineConfig | None:
+    """The fastest complete trial that passed every constraint, or None when none did."""
+    trials = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+              if t.value is not None and is_feasible(t) and set(t.params) == PARAMS]
+    return config_of(min(trials, key=lambda t: t.value)) if trials else None  # type: ignore[arg-type,return-value]
 
 
 @dataclass
@@ -65,13 +58,17 @@ class TrialRecord:
     state: str
     p95_ms: float | None
     rejected: str | None
-    rss_mb: float | None = None
+    rss_mb: float | None = None  # the process's peak RSS while this trial ran
     duplicate_of: int | None = None  # a configuration the study already held: its figures were reused
+    peak_growth_mb: float | None = None  # how far this trial raised the RSS above where it started
+    estimated_mb: float | None = None  # the estimate made before running it
+    queries_measured: int | None = None  # fewer than the workload's when successive halving stopped it
 
     def to_dict(self) -> dict[str, Any]:
         return {"number": self.number, **self.config.to_dict(), "state": self.state,
                 "p95_ms": self.p95_ms, "rejected": self.rejected, "rss_mb": self.rss_mb,
-                "duplicate_of": self.duplicate_of}
+                "peak_growth_mb": self.peak_growth_mb, "estimated_mb": self.estimated_mb,
+                "queries_measured": self.queries_measured, "duplicate_of": self.duplicate_of}
 
 
 def fail_stale_trials(study: optuna.Study) -> int:
@@ -89,21 +86,22 @@ def finished_trials(study: optuna.Study) -> list[FrozenTrial]:
 def run_study(
     study: optuna.Study,
     objective: Objective,
-    settings: SearchSettings,
+    trials: int,
     *,
+    timeout_s: float | None = None,
     on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None,
 ) -> int:
-    """Run the remaining trials; returns how many were already done (resumed)."""
+    """Run the remaining trials, within `timeout_s`; returns how many were already done (resumed)."""
     fail_stale_trials(study)
     done = len(finished_trials(study))
     if not study.trials:
         study.enqueue_trial(objective.space.baseline().to_dict())
-    remaining = settings.trials - done
-    if remaining > 0:
+    remaining = trials - done
+    if remaining > 0 and (timeout_s is None or timeout_s > 0):
         callbacks = [on_trial] if on_trial else []
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", category=optuna.exceptions.ExperimentalWarning)
-            study.optimize(objective, n_trials=remaining, timeout=settings.timeout_s, callbacks=callbacks)
+            study.optimize(objective, n_trials=remaining, timeout=timeout_s, callbacks=callbacks)
     return done
 
 
@@ -116,8 +114,10 @@ def trial_records(study: optuna.Study) -> list[TrialRecord]:
         value = t.value if t.state == TrialState.COMPLETE else None
         if t.state == TrialState.PRUNED and t.last_step is not None:
             value = t.intermediate_values[t.last_step]  # its running p95 when it was stopped
+        attrs = t.user_attrs
         records.append(TrialRecord(t.number, config_of(t), t.state.name.lower(), value, rejected,
-                                   t.user_attrs.get("rss_mb"), t.user_attrs.get("duplicate_of")))
+                                   attrs.get("rss_mb"), attrs.get("duplicate_of"), attrs.get("peak_growth_mb"),
+                                   attrs.get("estimated_mb"), attrs.get("queries_measured")))
     return records
 
 JOURNAL_NAME = "studies.journal"
@@ -170,14 +170,22 @@ def _redact(url: str) -> str:
 
 
 
-def open_study(name: str, store: Any, seed: int, ratio: float, fresh: bool) -> optuna.Study:
+def halving_pruner(rungs: Sequence[int]) -> optuna.pruners.BasePruner:
+    """Optuna's successive halving with queries as the resource: rungs at the first rung's size, doubling."""
+    if len(rungs) < 2:
+        return optuna.pruners.NopPruner()
+    return optuna.pruners.SuccessiveHalvingPruner(min_resource=rungs[0], reduction_factor=2,
+                                                  min_early_stopping_rate=0)
+
+
+def open_study(name: str, store: Any, seed: int, rungs: Sequence[int], fresh: bool) -> optuna.Study:
     """Create or resume a study. A resumed study's sampler continues from where the last run stopped:
     seeded by the seed and the number of trials it holds, so it never replays the first suggestions."""
     if fresh:
         with contextlib.suppress(KeyError):
             optuna.delete_study(study_name=name, storage=store)
     study = optuna.create_study(study_name=name, storage=store, load_if_exists=True, direction="minimize",
-                                pruner=SlowerThanBestPruner(ratio))
+                                pruner=halving_pruner(rungs))
     done = len(study.get_trials(deepcopy=False))
     study.sampler = optuna.samplers.TPESampler(seed=seed + done, n_startup_trials=8)
     return study

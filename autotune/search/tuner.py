@@ -6,6 +6,7 @@ everything else (storage, resume, parity, pruning, finalists) is the same for al
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -37,11 +38,15 @@ from autotune.runtime.targets import DEFAULT_TARGET, EnvContext, SpaceLimits, Ta
 from autotune.runtime.tokenize import PairTokenizer
 from autotune.search.finalists import SearchResult, choose, finalists_from, rerace
 from autotune.search.measure import replay
+from autotune.search.memory import ModelMemory, default_budget_mb, rss_mb
 from autotune.search.noise import LoadMonitor, trustworthiness, wait_quiet
 from autotune.search.objective import Objective
 from autotune.search.parity import compare, reference_scores
+from autotune.search.prechecks import prechecked
+from autotune.search.refine import Refiner, neighbours_summary
+from autotune.search.served_memory import measure_served
 from autotune.search.space import SearchSettings, SearchSpace
-from autotune.search.study import open_storage, open_study, run_study, trial_records
+from autotune.search.study import best_feasible_config, open_storage, open_study, run_study, trial_records
 from autotune.workload.hindsight_versions import parse_version
 from autotune.workload.queries import Workload, load_workload
 from autotune.workload.selfcheck import SelfCheck, logits_from_scores, self_check
@@ -118,6 +123,8 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
                                      batch_sizes=opts.batch_sizes, precisions=opts.precisions,
                                      max_threads=opts.max_threads))
     settings = opts.settings
+    started = time.monotonic()
+    deadline = None if settings.timeout_s is None else started + settings.timeout_s
     with host_lock(state_dir()):  # before the model loads: a second run refuses at once
         store = open_storage(opts.storage, fresh=opts.fresh)
         bundle = resolve_model(opts.model)
@@ -131,20 +138,41 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
         if recording is not None and not recording.passed and not opts.accept_mismatch:
             raise WorkloadError(f"the recording does not reproduce Hindsight's own scores: {recording.summary()} "
                                 "(pass --accept-mismatch to tune on it anyway)")
+        stage("checking int8 parity and the fused graph once, before the search")
+        int8_considered = "int8" in space.precisions
+        space, dropped = prechecked(space, pool, workload, reference, settings.int8_tolerance)
+        for d in dropped:
+            stage(d.line())
+        budget_mb = settings.max_memory_mb or rss_mb() + default_budget_mb()
+        objective = Objective(pool, workload, reference, space, settings, memory_budget_mb=budget_mb,
+                              memory_model=_memory_model(bundle), lengths=_pair_lengths(pool, workload))
         study_name = (f"autotune-{target.name}-{host.fingerprint}-{bundle.sha256[:12]}-{workload.sha256[:12]}-"
                       f"{space.digest()}")
-        study = open_study(study_name, store, settings.seed, settings.prune_ratio, opts.fresh)
+        study = open_study(study_name, store, settings.seed, objective.rungs, opts.fresh)
         def waiting(load: float) -> None:
             stage(f"waiting for a quiet host (load {load:.1f})")
 
         if opts.wait_quiet_s and not wait_quiet(host.cores.usable, opts.wait_quiet_s, on_wait=waiting):
             stage(f"the host is still busy after {opts.wait_quiet_s:.0f} s: measuring anyway, and saying so")
-        stage(f"searching {space.size()} configurations of the `{target.name}` target with {settings.trials} "
+        trials = settings.trials_for(space)
+        stage(f"searching {space.size()} configurations of the `{target.name}` target with {trials} "
               f"trials (study {study_name})")
         with LoadMonitor(host.cores.usable) as monitor:
-            resumed = run_study(study, Objective(pool, workload, reference, space, settings), settings,
-                                on_trial=progress)
-            configs = finalists_from(study, space, settings.finalists)
+            resumed = run_study(study, objective, trials, on_trial=progress,
+                                timeout_s=_phase_left(deadline, SEARCH_SHARE, started, settings.timeout_s))
+            best = best_feasible_config(study)
+            refined = None
+            if best is not None and settings.refine_rounds > 0:
+                stage(f"refining from {best.label()}: one knob at a time, interleaved, until none wins")
+                refiner = Refiner(pool, workload, space, reference, settings.tolerance,
+                                  rounds=settings.refine_rounds,
+                                  deadline=None if deadline is None else started + REFINE_SHARE * settings.timeout_s,
+                                  admissible=lambda c: _over_budget(objective, c, budget_mb))
+                refined = refiner.climb(best)
+                for line in neighbours_summary(refined):
+                    stage(line)
+            configs = finalists_from(study, space, settings.finalists,
+                                     first=None if refined is None else refined.best, same=pool.effective)
             stage(f"re-measuring {len(configs)} finalists interleaved with the baseline, "
                   f"{settings.final_rounds} rounds")
             finalists = rerace(pool, workload, configs, settings.final_rounds)
@@ -163,14 +191,68 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
         else:
             noise_note = None
         int8_sample = (_int8_sample(pool, winner.config, workload, reference)
-                       if "int8" in space.precisions and isinstance(pool, EnginePool) else None)
+                       if int8_considered and isinstance(pool, EnginePool) else None)
+        memory = served_memory(pool, winner.config, workload, objective, budget_mb, study, host.has_vnni)
         conditions = {**run_conditions(), **load.to_dict(),
                       "trustworthy": trustworthiness(noise, settings.final_rounds)}
         if noise_note:
             conditions["note"] = noise_note
-    result = SearchResult(study_name, winner, finalists[0], finalists, trial_records(study), noise, resumed)
+    result = SearchResult(study_name, winner, finalists[0], finalists, trial_records(study), noise, resumed,
+                          refined=refined, dropped=dropped, memory=memory, trials_planned=trials,
+                          elapsed_s=time.monotonic() - started)
     return _write_outputs(opts, target, result, host, bundle, pool, workload, space, conditions, int8_sample,
                           recording)
+
+
+SEARCH_SHARE = 0.6  # of --timeout: the TPE search; refinement may run until REFINE_SHARE; the re-race after
+REFINE_SHARE = 0.85
+
+
+def _phase_left(deadline: float | None, share: float, started: float, timeout_s: float | None) -> float | None:
+    if deadline is None or timeout_s is None:
+        return None
+    return max(0.0, started + share * timeout_s - time.monotonic())
+
+
+def _over_budget(objective: Objective, config: EngineConfig, budget_mb: float) -> str | None:
+    estimate = objective.estimate_mb(config)
+    if estimate is not None and rss_mb() + estimate > budget_mb:
+        return f"estimated {estimate:.0f} MB would pass the memory budget of {budget_mb:.0f} MB"
+    return None
+
+
+def _memory_model(bundle: ModelBundle) -> ModelMemory | None:
+    return ModelMemory.from_config(bundle.config, bundle.onnx_path.stat().st_size)
+
+
+def _pair_lengths(pool: ScoringPool, workload: Workload) -> list[list[int]] | None:
+    """Each pair's token count after truncation, for the memory estimate (ORT pools only)."""
+    tokenizer = getattr(pool, "tokenizer", None)
+    if tokenizer is None:
+        return None
+    return [[len(e.ids) for e in tokenizer.encode(q.query, q.documents)] for q in workload.queries]
+
+
+def served_memory(pool: ScoringPool, config: EngineConfig, workload: Workload, objective: Objective,
+                  budget_mb: float, study: optuna.Study, has_vnni: bool) -> dict[str, Any]:
+    """What the served configuration needs (its session and largest batch, measured alone in a fresh
+    process), beside the estimate made before running it and the tuner's own peak."""
+    served = None
+    if isinstance(pool, EnginePool):
+        pool.release()  # the child's peak is not the parent's to share
+        served = measure_served(pool.bundle, has_vnni=has_vnni, traits=pool.traits, config=config,
+                                queries=workload.queries)
+    estimate = objective.estimate_mb(config)
+    peaks = [t.user_attrs["rss_mb"] for t in study.get_trials(deepcopy=False) if "rss_mb" in t.user_attrs]
+    served_mb = None if served is None else round(served.served_mb, 1)
+    return {"served_mb": served_mb,
+            "estimated_mb": None if estimate is None else round(estimate, 1),
+            "estimate_ratio": None if not estimate or served_mb is None else round(served_mb / estimate, 3),
+            "tuner_peak_rss_mb": round(max(peaks), 1) if peaks else None,
+            "budget_mb": round(budget_mb, 1),
+            "note": "served_mb is the RSS that the reranker's session and its largest batch add to the process "
+                    "that serves it, measured in a fresh process: add it to that process's own footprint for a "
+                    "compose or Kubernetes memory limit"}
 
 
 def _check_outputs(opts: RunOptions) -> None:
@@ -215,7 +297,7 @@ def _stage_model(opts: RunOptions, target: Target, bundle: ModelBundle, pool: Sc
                  workload: Workload, name: str, max_tokens: int) -> tuple[StagedModel, TokenizerCheck]:
     """The directory Hindsight will load, checked token for token before it is put in place."""
     torch_dir = getattr(pool, "checkpoint", None)
-    onnx_file = pool.model_path(winner.precision) if isinstance(pool, EnginePool) else bundle.onnx_path
+    onnx_file = pool.model_path(winner) if isinstance(pool, EnginePool) else bundle.onnx_path
     input_names = inspect_graph(bundle.onnx_path)[0]
     staged = stage_model_dir(model_out_dir(opts, name), onnx_file=onnx_file, source_dir=bundle.directory,
                              input_names=input_names, max_tokens=max_tokens, torch_dir=torch_dir)

@@ -32,6 +32,7 @@ def test_bench_interleaves_and_reports_ratios(tiny_model_dir, workload_file, hos
     assert all(len(r.round_p95_ms) == 2 for r in result.rows)
     eff = result.rows[0].efficiency
     assert eff is not None and eff.useful_gflops > 0 and eff.padding_overhead >= 1.0
+    assert eff.percent_of_measured is not None and eff.percent_of_measured > 0 and eff.threads >= 1
     baseline_eff = result.rows[1].efficiency
     assert baseline_eff is not None and baseline_eff.padding_overhead > eff.padding_overhead  # sorted, small batches
 
@@ -51,7 +52,9 @@ def test_bench_and_explain_cli(tmp_path, tiny_model_dir, workload_file, host):
     out = io.StringIO()
     assert main(["bench", "--profile", str(path), "--workload", str(workload_file), "--rounds", "2",
                  "--against", "ort-default"], stdout=out) == ExitStatus.OK
-    assert "p95 ratio" in out.getvalue() and "% of peak" in out.getvalue() and "assumptions:" in out.getvalue()
+    text = out.getvalue()
+    assert "p95 ratio" in text and "% of measured peak" in text and "% of nominal peak" in text
+    assert "assumptions:" in text
     out = io.StringIO()
     assert main(["explain", "--profile", str(path), "--workload", str(workload_file), "--rounds", "1"],
                 stdout=out) == ExitStatus.OK

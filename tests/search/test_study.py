@@ -6,9 +6,10 @@ import pytest
 from autotune.errors import OptionsError
 from autotune.runtime.engine import EngineConfig
 from autotune.search.finalists import Finalist, choose
+from autotune.search.objective import rung_sizes
 from autotune.search.space import SearchSettings, SearchSpace
 from autotune.search.stats import Latency
-from autotune.search.study import SlowerThanBestPruner, best_feasible_value
+from autotune.search.study import best_feasible_value, halving_pruner
 
 
 def test_space_caps_batch_sizes_at_the_largest_query():
@@ -25,30 +26,46 @@ def test_space_rejects_impossible_options(kwargs):
         SearchSpace.for_host(usable_cores=2, max_candidates=10, **kwargs)
 
 
-@pytest.mark.parametrize("kwargs", [{"trials": 0}, {"repeats": 0}, {"timeout_s": -1}, {"prune_ratio": 1.0}])
+@pytest.mark.parametrize("kwargs", [{"trials": 0}, {"repeats": 0}, {"timeout_s": -1}, {"refine_rounds": -1},
+                                    {"max_memory_mb": 0.0}])
 def test_settings_validation(kwargs):
     with pytest.raises(OptionsError):
         SearchSettings(**kwargs)
 
 
-def test_pruner_stops_clearly_slower_trials_and_ignores_infeasible_best():
-    study = optuna.create_study(pruner=SlowerThanBestPruner(1.5))
+@pytest.mark.parametrize(("n", "halving", "expected"), [
+    (12, True, [3, 6, 12]), (10, True, [3, 6, 10]), (4, True, [1, 2, 4]), (3, True, [3]), (12, False, [12])])
+def test_rungs_start_at_a_quarter_and_double_to_the_whole_workload(n, halving, expected):
+    assert rung_sizes(n, halving) == expected
+
+
+def test_successive_halving_keeps_the_better_half_at_each_rung():
+    """Trials report their p95 at 3 and 6 queries (of 12), as the objective does."""
+    study = optuna.create_study(pruner=halving_pruner(rung_sizes(12, True)))
 
     def objective(trial: optuna.Trial) -> float:
         x = trial.suggest_float("x", 0, 10)
         trial.set_constraint("parity", 1.0 if x == 1.0 else -1.0)
-        trial.report(x, 0)
-        if trial.should_prune():
-            raise optuna.TrialPruned()
+        for step in (3, 6):
+            trial.report(x, step)
+            if trial.should_prune():
+                raise optuna.TrialPruned()
         return x
 
-    for x in (1.0, 4.0, 5.0, 7.0):
+    for x in (4.0, 1.0, 5.0, 3.0, 9.0, 2.0, 8.0):
         study.enqueue_trial({"x": x})
-    study.optimize(objective, n_trials=4)
-    states = [t.state.name for t in study.trials]
-    # 1.0 is infeasible, so 4.0 is the best: 5.0 < 6.0 runs on, 7.0 > 6.0 is pruned.
-    assert states == ["COMPLETE", "COMPLETE", "COMPLETE", "PRUNED"]
-    assert best_feasible_value(study.trials) == 4.0
+    study.optimize(objective, n_trials=7)
+    states = {t.params["x"]: t.state.name for t in study.trials}
+    assert states[4.0] == "COMPLETE"  # the first at a rung always goes on
+    assert states[5.0] == "PRUNED"  # behind 4.0 and 1.0 at the first rung
+    assert states[9.0] == "PRUNED" and states[8.0] == "PRUNED"
+    assert states[3.0] == "PRUNED"  # through the first rung (top half of 4), not the second (best of 3 goes on)
+    assert states[2.0] == "COMPLETE"
+    assert best_feasible_value(study.trials) == 2.0  # 1.0 completed, but it is infeasible
+
+
+def test_one_rung_needs_no_pruner():
+    assert isinstance(halving_pruner([12]), optuna.pruners.NopPruner)
 
 
 def _finalist(p95s: list[float], baseline: bool = False) -> Finalist:

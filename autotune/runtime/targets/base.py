@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from autotune.runtime.engine import EngineConfig, EngineTraits, ScoringPool
+from autotune.runtime.engine import GRAPHS, EngineConfig, EngineTraits, ScoringPool
 from autotune.runtime.model import ModelBundle
 from autotune.search.space import SearchSpace
 
@@ -73,10 +73,13 @@ class Target(ABC):
         """How the engine must score to behave as this target does."""
 
     def space(self, limits: SpaceLimits) -> SearchSpace:
-        """The knobs this target reads, within the user's limits; targets narrow the generic space."""
+        """The knobs this target reads, within the user's limits; targets narrow the generic space.
+
+        Both graphs are in it: a pre-check drops `fused` for a model whose attention does not fuse.
+        """
         return SearchSpace.for_host(usable_cores=limits.usable_cores, max_candidates=limits.max_candidates,
                                     batch_sizes=limits.batch_sizes, precisions=limits.precisions,
-                                    max_threads=limits.max_threads)
+                                    max_threads=limits.max_threads).narrowed(graphs=GRAPHS)
 
     @abstractmethod
     def env_keys(self, config: EngineConfig, ctx: EnvContext) -> dict[str, str]:

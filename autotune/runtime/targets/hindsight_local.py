@@ -81,6 +81,14 @@ class LocalPool:
         self.model = load_cross_encoder(checkpoint)
         self.zero_threads = hindsight_native_threads(usable_cores)
 
+    def effective(self, config: EngineConfig) -> EngineConfig:
+        """PyTorch reads only batch size, bucket batching and threads; the rest is ORT's."""
+        return EngineConfig(batch_size=config.batch_size, intra_op_threads=config.intra_op_threads
+                            or self.zero_threads, length_sort=config.length_sort, precision="fp32")
+
+    def release(self) -> None:
+        """The checkpoint is the one model; there are no per-configuration sessions to drop."""
+
     def engine(self, config: EngineConfig) -> LocalScorer:
         return LocalScorer(self.model, batch_size=config.batch_size, bucket_batching=config.length_sort,
                            threads=config.intra_op_threads or self.zero_threads)
@@ -96,10 +104,10 @@ class LocalTarget(Target):
 
     def traits(self, usable_cores: int, max_length: int) -> EngineTraits:
         """The fp32 reference and parity run through ONNX Runtime with the same truncation."""
-        return EngineTraits(sort_key="chars_asc", spinning=True, zero_threads=hindsight_native_threads(usable_cores))
+        return EngineTraits(sort_key="chars_asc", zero_threads=hindsight_native_threads(usable_cores))
 
     def space(self, limits: SpaceLimits) -> SearchSpace:
-        base = super().space(replace(limits, precisions=limits.precisions or ("fp32",)))
+        base = super().space(replace(limits, precisions=limits.precisions or ("fp32",))).narrowed(graphs=("plain",))
         if base.precisions != ("fp32",):
             from autotune.errors import OptionsError
 

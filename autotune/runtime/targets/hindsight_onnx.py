@@ -45,10 +45,9 @@ class OnnxTarget(Target):
                             max_tokens=onnx_max_tokens(max_length))
 
     def space(self, limits: SpaceLimits) -> SearchSpace:
-        base = super().space(limits)
-        return SearchSpace(batch_sizes=base.batch_sizes, threads=base.threads, length_sort=(True,),
-                           precisions=base.precisions, mem_arena=(False, True), default_sort=True,
-                           default_arena=False)
+        """Hindsight always sorts and never spins; the arena is its `ONNX_CPU_MEM_ARENA` (off by default)."""
+        return super().space(limits).narrowed(length_sort=(True,), mem_arena=(False, True), spinning=(False,),
+                                              default_sort=True, default_arena=False, default_spinning=False)
 
     def env_keys(self, config: EngineConfig, ctx: EnvContext) -> dict[str, str]:
         if ctx.model_dir is None:

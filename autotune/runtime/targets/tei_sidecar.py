@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import ClassVar
 
 from autotune.runtime.engine import EngineConfig, EngineTraits
-from autotune.runtime.targets.base import PREFIX, EnvContext, Target, flag
+from autotune.runtime.targets.base import PREFIX, EnvContext, SpaceLimits, Target, flag
+from autotune.search.space import SearchSpace
 
 TEI_CONFIG_KEYS = ("AUTOTUNE_BATCH_SIZE", "AUTOTUNE_INTRA_OP_THREADS", "AUTOTUNE_LENGTH_SORT",
-                   "AUTOTUNE_PRECISION", "AUTOTUNE_MODEL")
+                   "AUTOTUNE_PRECISION", "AUTOTUNE_GRAPH", "AUTOTUNE_SPINNING", "AUTOTUNE_MODEL")
 
 
 class TeiTarget(Target):
@@ -18,7 +19,11 @@ class TeiTarget(Target):
     config_keys: ClassVar[tuple[str, ...]] = TEI_CONFIG_KEYS
 
     def traits(self, usable_cores: int, max_length: int) -> EngineTraits:
-        return EngineTraits(sort_key="tokens", spinning=True, zero_threads=0)
+        return EngineTraits(sort_key="tokens", zero_threads=0)
+
+    def space(self, limits: SpaceLimits) -> SearchSpace:
+        """The sidecar owns its sessions, so spinning is a knob: busy-waiting steals time on shared hosts."""
+        return super().space(limits).narrowed(spinning=(True, False))
 
     def env_keys(self, config: EngineConfig, ctx: EnvContext) -> dict[str, str]:
         return {
@@ -29,6 +34,8 @@ class TeiTarget(Target):
             "AUTOTUNE_INTRA_OP_THREADS": str(config.intra_op_threads),
             "AUTOTUNE_LENGTH_SORT": flag(config.length_sort),
             "AUTOTUNE_PRECISION": config.precision,
+            "AUTOTUNE_GRAPH": config.graph,
+            "AUTOTUNE_SPINNING": flag(config.spinning),
             "AUTOTUNE_MODEL": ctx.model_ref,
             "AUTOTUNE_MAX_CLIENT_BATCH_SIZE": str(max(1024, ctx.tei_batch_size)),
         }

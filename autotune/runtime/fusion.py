@@ -1,0 +1,115 @@
+"""The `fused` graph: attention as one onnxruntime `Attention` kernel, made once and cached.
+
+ONNX Runtime's own `ORT_ENABLE_ALL` already fuses SkipLayerNormalization and BiasGelu at
+load, so a fused variant only pays where attention fuses. The embedded default is rebuilt
+with the contrib op emitted directly (ORT's pattern matcher does not recognise the plain
+builder's subgraph); any other model goes through `onnxruntime.transformers`' optimizer for
+its `model_type`. Either way the result is kept only when attention really fused; otherwise
+the knob is dropped from the search, with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import warnings
+from pathlib import Path
+
+import onnx
+
+from autotune.errors import ModelError, first_line
+from autotune.paths import cache_dir
+from autotune.runtime.model import DEFAULT_MODEL_NAME, ModelBundle, quiet_root_logger
+
+ATTENTION_OPS = ("Attention", "MultiHeadAttention")
+OPTIMIZER_TYPES = {"bert": "bert", "roberta": "bert", "xlm-roberta": "bert", "distilbert": "bert",
+                   "electra": "bert", "camembert": "bert"}  # onnxruntime.transformers' BERT-family fusions
+
+
+class FusionUnavailable(Exception):
+    """The fused variant cannot be made for this model; the message says why."""
+
+
+def fused_ops(path: Path) -> dict[str, int]:
+    """How many fused attention kernels a graph holds."""
+    model = onnx.load(str(path), load_external_data=False)
+    counts = {op: 0 for op in ATTENTION_OPS}
+    for node in model.graph.node:
+        if node.op_type in counts and node.domain == "com.microsoft":
+            counts[node.op_type] += 1
+    return counts
+
+
+def fused_model_path(bundle: ModelBundle) -> Path:
+    """The fused graph for this model (cached by the fp32 graph's hash, its model type and ORT's version)."""
+    import onnxruntime
+
+    kind = "default" if bundle.name == DEFAULT_MODEL_NAME else str(bundle.config.get("model_type", "unknown"))
+    kind = re.sub(r"[^A-Za-z0-9_.-]", "_", kind)[:40]  # a config value, not a path
+    target = (cache_dir() / "fused" / f"{bundle.sha256[:16]}-{kind}-ort{onnxruntime.__version__}"
+              / "model.onnx")
+    reason_file = target.with_name("unavailable.txt")
+    if reason_file.exists():
+        raise FusionUnavailable(reason_file.read_text(encoding="utf-8"))
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=".f-", suffix=".onnx", dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        try:
+            _fuse(bundle, tmp)
+            if not any(fused_ops(tmp).values()):
+                raise FusionUnavailable("no attention fused: onnxruntime's optimizer did not recognise the "
+                                        "model's attention, and its other fusions already happen at load")
+        except FusionUnavailable as exc:
+            reason_file.write_text(str(exc), encoding="utf-8")  # remembered: the next run does not retry
+            raise
+        tmp.replace(target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+def _fuse(bundle: ModelBundle, out: Path) -> None:
+    if bundle.name == DEFAULT_MODEL_NAME:
+        _rebuild_default(out)
+        return
+    model_type = str(bundle.config.get("model_type", ""))
+    if model_type not in OPTIMIZER_TYPES:
+        raise FusionUnavailable(f"onnxruntime's optimizer has no attention fusion for model_type "
+                                f"{model_type or 'unknown'!r}")
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    heads = int(bundle.config.get("num_attention_heads", 0))
+    hidden = int(bundle.config.get("hidden_size", 0))
+    try:
+        with warnings.catch_warnings(), quiet_root_logger():
+            warnings.simplefilter("ignore")
+            optimized = optimize_model(str(bundle.onnx_path), model_type=OPTIMIZER_TYPES[model_type],
+                                       num_heads=heads, hidden_size=hidden, opt_level=0, use_gpu=False)
+            optimized.save_model_to_file(str(out))
+    except Exception as exc:  # the optimizer raises many kinds on graphs it does not expect
+        raise FusionUnavailable(f"onnxruntime's optimizer failed: {first_line(exc)}") from exc
+
+
+def _rebuild_default(out: Path) -> None:
+    """The embedded default, built again from its weights with the contrib op emitted."""
+    from safetensors.numpy import load_file
+
+    from autotune.runtime.bert_onnx import build_bert_cross_encoder
+    from autotune.runtime.model import default_weights_dir
+
+    src = default_weights_dir()
+    try:
+        config = json.loads((src / "config.json").read_text())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model, _ = build_bert_cross_encoder(load_file(str(src / "model.safetensors")), config,
+                                                fused_attention=True)
+    except (OSError, ValueError, KeyError) as exc:
+        raise ModelError(f"rebuilding the default with fused attention failed: {first_line(exc)}") from exc
+    onnx.save_model(model, str(out))

@@ -1,0 +1,142 @@
+"""Hill-climbing from the search's best: a pick no single knob can beat.
+
+TPE samples; it does not check that its best is a local optimum. So from the best feasible
+trial, each step measures every one-knob neighbour interleaved with the incumbent (A B C A B
+C, rotating), and moves to the best neighbour that wins beyond the noise the step itself
+measured and passes parity. It stops at a local optimum, after `max_steps`, or at the
+deadline. A configuration measured once is never measured again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from autotune.runtime.engine import EngineConfig, ScoringPool
+from autotune.search.measure import interleaved, replay
+from autotune.search.parity import Tolerance, compare
+from autotune.search.space import SearchSpace
+from autotune.search.stats import per_query_medians, percentile, relative_spread
+from autotune.workload.queries import Workload
+
+MIN_GAIN = 0.03  # a neighbour must be at least this much faster, even when the rounds agree closely
+
+
+@dataclass
+class Neighbour:
+    config: EngineConfig
+    p95_ms: float | None  # None: not run (see `skipped`)
+    skipped: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.config.to_dict(), "p95_ms": None if self.p95_ms is None else round(self.p95_ms, 3),
+                "skipped": self.skipped}
+
+
+@dataclass
+class RefineStep:
+    incumbent: EngineConfig
+    incumbent_p95_ms: float
+    threshold: float  # the gain a neighbour had to show: max(MIN_GAIN, the step's measured spread)
+    neighbours: list[Neighbour]
+    moved_to: EngineConfig | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"incumbent": self.incumbent.to_dict(), "incumbent_p95_ms": round(self.incumbent_p95_ms, 3),
+                "threshold": round(self.threshold, 4), "neighbours": [n.to_dict() for n in self.neighbours],
+                "moved_to": None if self.moved_to is None else self.moved_to.to_dict()}
+
+
+@dataclass
+class RefineResult:
+    start: EngineConfig
+    best: EngineConfig
+    steps: list[RefineStep] = field(default_factory=list)
+    stopped: str = "local optimum"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"start": self.start.to_dict(), "best": self.best.to_dict(), "stopped": self.stopped,
+                "steps": [s.to_dict() for s in self.steps]}
+
+
+@dataclass
+class Refiner:
+    """What a step needs besides the incumbent: where to measure, what is allowed, and when to stop."""
+
+    pool: ScoringPool
+    workload: Workload
+    space: SearchSpace
+    reference: list[np.ndarray]
+    tolerance: Callable[[str], Tolerance]
+    rounds: int = 2
+    max_steps: int = 6
+    deadline: float | None = None  # time.monotonic() value
+    admissible: Callable[[EngineConfig], str | None] = lambda _config: None  # a reason to skip, or None
+
+    def climb(self, start: EngineConfig) -> RefineResult:
+        result = RefineResult(start, start)
+        seen = {self.pool.effective(start)}
+        incumbent = start
+        while len(result.steps) < self.max_steps:
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                result.stopped = "time budget"
+                break
+            step = self._step(incumbent, seen)
+            result.steps.append(step)
+            if step.moved_to is None:
+                break
+            incumbent = step.moved_to
+        else:
+            result.stopped = f"{self.max_steps} steps"
+        result.best = incumbent
+        return result
+
+    def _step(self, incumbent: EngineConfig, seen: set[EngineConfig]) -> RefineStep:
+        skipped: list[Neighbour] = []
+        to_run: list[EngineConfig] = []
+        for config in self.space.neighbours(incumbent):
+            key = self.pool.effective(config)
+            if key in seen:
+                continue
+            seen.add(key)
+            reason = self.admissible(config)
+            if reason is not None:
+                skipped.append(Neighbour(config, None, reason))
+            else:
+                to_run.append(config)
+        if not to_run:
+            return RefineStep(incumbent, float("nan"), MIN_GAIN, skipped, None)
+        configs = [incumbent, *to_run]
+        passes = interleaved([self.pool.engine(c).score for c in configs], self.workload.queries, self.rounds)
+        p95 = [percentile(per_query_medians(p), 95) * 1000.0 for p in passes]
+        spreads = [relative_spread([percentile(r, 95) for r in p]) for p in passes]
+        threshold = max(MIN_GAIN, spreads[0])
+        measured = [Neighbour(c, v) for c, v in zip(to_run, p95[1:], strict=True)]
+        moved = None
+        ranked = sorted(zip(to_run, p95[1:], spreads[1:], strict=True), key=lambda item: item[1])
+        for config, value, spread in ranked:
+            if value >= p95[0] * (1.0 - max(threshold, spread)):
+                break
+            if self._passes_parity(config):
+                moved = config
+                break
+            next(n for n in measured if n.config == config).skipped = "failed parity"
+        return RefineStep(incumbent, p95[0], threshold, measured + skipped, moved)
+
+    def _passes_parity(self, config: EngineConfig) -> bool:
+        scores = replay(self.pool.engine(config), self.workload.queries, keep_scores=True).scores
+        return compare(self.reference, scores, self.tolerance(config.precision)).passed
+
+
+def neighbours_summary(result: RefineResult) -> Sequence[str]:
+    """One line per step, for the run's output."""
+    lines = []
+    for i, step in enumerate(result.steps, start=1):
+        ran = [n for n in step.neighbours if n.p95_ms is not None]
+        move = f"moved to {step.moved_to.label()}" if step.moved_to else "no neighbour won beyond the noise"
+        lines.append(f"step {i}: {len(ran)} neighbours of {step.incumbent.label()} measured; {move}")
+    return lines

@@ -1,0 +1,73 @@
+"""Memory: the estimate against the measured peak, and a whole run's peak on the heavy workload.
+
+1. For batch sizes 1 to 100, arena on and off: the RSS a served session adds (measured in a
+   fresh process, as `run` does) beside the estimate made before running it, and their ratio.
+2. `autotune run` on the heavy workload (4 x 100 candidates up to ~300 tokens) with default
+   settings: the tuner process's peak RSS (the kernel's high-water mark), which must stay
+   under 2 GB. Usage: python benchmarks/run_memory.py [--skip-run]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import tempfile
+from pathlib import Path
+
+from _common import WORKLOADS
+from search_efficiency import write_jsonl
+
+from autotune.host import default_probe
+from autotune.runtime.engine import EngineConfig
+from autotune.runtime.model import build_default_model
+from autotune.runtime.targets import get_target
+from autotune.runtime.tokenize import PairTokenizer
+from autotune.search.memory import ModelMemory
+from autotune.search.objective import batch_shapes
+from autotune.search.served_memory import measure_served
+from autotune.search.space import SearchSettings
+from autotune.search.tuner import RunOptions, tune
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--skip-run", action="store_true")
+    args = parser.parse_args()
+    bundle = build_default_model()
+    host = default_probe().probe()
+    traits = get_target("onnx").traits(host.cores.usable, bundle.max_length)  # as `run` measures it
+    model = ModelMemory.from_config(bundle.config, bundle.onnx_path.stat().st_size)
+    assert model is not None
+    tokenizer = PairTokenizer(bundle.tokenizer_path, 512)
+    print("workload  batch  arena  estimated MB  measured MB  measured/estimated")
+    for name in ("example", "heavy"):
+        workload = WORKLOADS[name]()
+        lengths = [[len(e.ids) for e in tokenizer.encode(q.query, q.documents)] for q in workload.queries]
+        for bs in (1, 8, 32, 100):
+            for arena in (False, True):
+                config = EngineConfig(bs, 0, True, "fp32", mem_arena=arena)
+                shapes = [s for ls in lengths for s in batch_shapes(ls, bs, True)]
+                estimate = max(model.session_mb(*s) for s in shapes)
+                served = measure_served(bundle, has_vnni=False, traits=traits, config=config,
+                                        queries=workload.queries)
+                measured = float("nan") if served is None else served.served_mb
+                print(f"{name:<8}  {bs:>5}  {'on' if arena else 'off':>5}  {estimate:12.0f}  {measured:11.0f}  "
+                      f"{measured / estimate:18.2f}")
+    if args.skip_run:
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write_jsonl(WORKLOADS["heavy"](), Path(tmp) / "heavy.jsonl")
+        os.environ["AUTOTUNE_STATE_DIR"] = str(Path(tmp) / "state")
+        outcome = tune(RunOptions(workload=path, env_file=Path(tmp) / ".env", profile_dir=Path(tmp) / "p",
+                                  name="heavy", compose_file=None, model_out=Path(tmp) / "model",
+                                  settings=SearchSettings()))
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    memory = outcome.profile["memory"]
+    print(f"\nautotune run on the heavy workload: peak RSS {peak_mb:.0f} MB (limit 2048 MB), tuner peak during "
+          f"trials {memory['tuner_peak_rss_mb']:.0f} MB; the chosen {outcome.result.winner.config.label()} adds "
+          f"{memory['served_mb']:.0f} MB served (estimated {memory['estimated_mb']:.0f} MB)")
+
+
+if __name__ == "__main__":
+    main()

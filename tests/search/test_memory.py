@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import pytest
+
+from autotune.search import memory
+from autotune.search.memory import ModelMemory, PeakRss, cgroup_memory_limit, default_budget_mb
+from autotune.search.objective import batch_shapes
+
+
+def _spike(mb: int) -> None:
+    block = bytearray(mb * 2**20)
+    block[:: 4096] = b"x" * len(block[:: 4096])  # touch every page, so it is resident
+    del block
+
+
+def test_peak_sees_a_freed_spike():
+    with PeakRss() as peak:
+        _spike(200)
+    assert peak.exact and peak.growth_mb > 150
+
+
+def test_without_clear_refs_a_sampler_stands_in(monkeypatch, tmp_path):
+    monkeypatch.setattr(memory, "_CLEAR_REFS", tmp_path / "missing" / "clear_refs")
+    with PeakRss(interval_s=0.001) as peak:
+        block = bytearray(200 * 2**20)
+        block[:: 4096] = b"x" * len(block[:: 4096])
+        import time
+
+        time.sleep(0.05)
+        del block
+    assert not peak.exact and peak.growth_mb > 150
+
+
+def test_batch_memory_by_hand():
+    m = ModelMemory(weights_mb=10.0, layers=2, heads=4, hidden=8, intermediate=16)
+    rows, n = 3, 5
+    expected = 4 * (2 * rows * 4 * n * n + rows * n * (4 * 8 + 2 * 16)) / 2**20
+    assert m.batch_mb(rows, n) == pytest.approx(expected)
+    assert m.session_mb(rows, n) == pytest.approx(20.0 + memory.RUNTIME_MB + expected)
+    assert m.batch_mb(2 * rows, 2 * n) == pytest.approx(8 * (2 * rows * 4 * n * n) * 4 / 2**20
+                                                      + 4 * rows * n * 64 * 4 / 2**20)
+
+
+def test_model_memory_needs_the_config_fields():
+    assert ModelMemory.from_config({"num_hidden_layers": 2}, 100) is None
+    full = {"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 8, "intermediate_size": 16}
+    assert ModelMemory.from_config(full, 2**20).weights_mb == 1.0
+
+
+def test_batch_shapes_follow_the_engine_cut():
+    assert batch_shapes([5, 1, 9, 3, 7], 2, False) == [(2, 5), (2, 9), (1, 7)]
+    assert batch_shapes([5, 1, 9, 3, 7], 2, True) == [(2, 9), (2, 5), (1, 1)]
+
+
+def test_budget_and_cgroup_limit():
+    assert default_budget_mb() > 0
+    assert cgroup_memory_limit(lambda p: "max") is None
+    assert cgroup_memory_limit(lambda p: "1073741824" if p.endswith("memory.max") else None) == 2**30
+    assert cgroup_memory_limit(lambda p: None) is None

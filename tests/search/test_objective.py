@@ -1,0 +1,102 @@
+from __future__ import annotations
+
+import optuna
+import pytest
+
+from autotune.errors import OptionsError
+from autotune.runtime.engine import EngineTraits
+from autotune.runtime.model import load_model_dir
+from autotune.runtime.sessions import EnginePool
+from autotune.search.memory import ModelMemory
+from autotune.search.objective import Objective, rung_order, rung_sizes
+from autotune.search.parity import FP32_TOLERANCE, Tolerance, reference_scores
+from autotune.search.prechecks import prechecked
+from autotune.search.space import SearchSettings, SearchSpace
+from autotune.search.study import halving_pruner, trial_records
+from autotune.workload.queries import load_workload
+from tests.conftest import write_workload
+
+SPACE = SearchSpace(batch_sizes=(1, 4), threads=(0, 1), precisions=("fp32",))
+
+
+@pytest.fixture()
+def setup(tiny_model_dir, tmp_path):
+    workload = load_workload(write_workload(tmp_path / "q.jsonl", n_queries=8))
+    pool = EnginePool(load_model_dir(tiny_model_dir), has_vnni=False, traits=EngineTraits(zero_threads=1))
+    return pool, workload, reference_scores(pool, workload, "test")
+
+
+def _objective(setup, **kwargs) -> Objective:
+    pool, workload, reference = setup
+    return Objective(pool, workload, reference, SPACE, SearchSettings(repeats=1), **kwargs)
+
+
+def test_rung_order_is_a_fixed_shuffle_of_every_query(setup):
+    _, workload, _ = setup
+    order = rung_order(workload)
+    assert sorted(order) == list(range(8)) and order == rung_order(workload) and order != list(range(8))
+
+
+def test_a_full_trial_measures_every_query_and_records_memory(setup):
+    objective = _objective(setup, memory_budget_mb=1e6,
+                           memory_model=ModelMemory(1.0, 2, 4, 32, 64), lengths=[[10, 20]] * 8)
+    study = optuna.create_study(pruner=halving_pruner(objective.rungs))
+    study.enqueue_trial({"batch_size": 4, "intra_op_threads": 1, "length_sort": True, "precision": "fp32",
+                         "mem_arena": True, "graph": "plain", "spinning": True})
+    study.optimize(objective, n_trials=1)
+    attrs = study.trials[0].user_attrs
+    assert objective.rungs == [2, 4, 8] and attrs["queries_measured"] == 8
+    assert len(attrs["per_query_median_ms"]) == 8 and attrs["rss_mb"] > 0 and attrs["estimated_mb"] > 0
+    assert study.trials[0].constraints == {"parity": pytest.approx(study.trials[0].constraints["parity"]),
+                                           "memory": 0.0}
+
+
+def test_zero_threads_and_its_resolved_count_are_one_measurement(setup):
+    objective = _objective(setup)
+    study = optuna.create_study()
+    for threads in (0, 1):  # the pool's traits make 0 mean 1
+        study.enqueue_trial({"batch_size": 1, "intra_op_threads": threads, "length_sort": False,
+                             "precision": "fp32", "mem_arena": True, "graph": "plain", "spinning": True})
+    study.optimize(objective, n_trials=2)
+    records = trial_records(study)
+    assert records[1].duplicate_of == 0 and records[1].p95_ms == records[0].p95_ms
+
+
+def test_over_the_memory_budget_is_rejected_before_any_session(setup):
+    pool = setup[0]
+    objective = _objective(setup, memory_budget_mb=1.0, memory_model=ModelMemory(1.0, 2, 4, 32, 64),
+                           lengths=[[10, 20]] * 8)
+    study = optuna.create_study()
+    study.optimize(objective, n_trials=1)
+    trial = study.trials[0]
+    assert trial.constraints["memory"] > 0 and "memory budget" in trial.user_attrs["rejected"]
+    assert pool._backends == {}
+
+
+def test_a_failing_rung_is_infeasible_and_stops_measuring(setup):
+    pool, workload, reference = setup
+    strict = Tolerance(max_abs=-1.0, min_spearman=1.0, min_topk=1.0)  # nothing passes
+    objective = Objective(pool, workload, reference, SPACE, SearchSettings(repeats=1, fp32_tolerance=strict))
+    study = optuna.create_study()
+    study.optimize(objective, n_trials=1)
+    assert study.trials[0].constraints["parity"] > 0 and study.trials[0].user_attrs["queries_measured"] == 2
+
+
+def test_prechecks_drop_what_cannot_win_and_say_why(setup):
+    pool, workload, reference = setup
+    space = SearchSpace(batch_sizes=(1, 4), threads=(0, 1), graphs=("plain", "fused"))
+    strict_int8 = Tolerance(max_abs=0.0, min_spearman=1.0, min_topk=1.0)
+    narrowed, dropped = prechecked(space, pool, workload, reference, strict_int8)
+    assert narrowed.precisions == ("fp32",) and narrowed.graphs == ("plain",)
+    assert [(d.knob, d.value) for d in dropped] == [("graph", "fused"), ("precision", "int8")]
+    assert "model_type" in dropped[0].reason and "parity" in dropped[1].reason
+    kept, none = prechecked(SPACE, pool, workload, reference, FP32_TOLERANCE)
+    assert kept == SPACE and none == []
+    with pytest.raises(OptionsError, match="add fp32"):
+        prechecked(SPACE.narrowed(precisions=("int8",)), pool, workload, reference, strict_int8)
+
+
+def test_rungs_without_halving_are_the_whole_workload(setup):
+    pool, workload, reference = setup
+    objective = Objective(pool, workload, reference, SPACE, SearchSettings(halving=False))
+    assert objective.rungs == [8] and rung_sizes(8, True) == [2, 4, 8]

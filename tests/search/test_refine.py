@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from autotune.runtime.engine import EngineConfig, ScoreResult
+from autotune.search.parity import FP32_TOLERANCE
+from autotune.search.refine import Refiner
+from autotune.search.space import SearchSpace
+from autotune.workload.queries import Query, Workload
+
+WORKLOAD = Workload([Query(f"q{i}", ["a", "b"]) for i in range(3)], "0" * 64)
+REFERENCE = [np.array([0.1, 0.2]) for _ in WORKLOAD.queries]
+SPACE = SearchSpace(batch_sizes=(1, 2, 4, 8, 16), threads=(1, 2))
+
+
+class SleepPool:
+    """Each configuration costs a known time; `bad` configurations score wrongly (fail parity)."""
+
+    def __init__(self, cost_ms, bad=()) -> None:
+        self.cost_ms, self.bad, self.built = cost_ms, set(bad), []
+
+    def effective(self, config: EngineConfig) -> EngineConfig:
+        return config
+
+    def release(self) -> None:
+        pass
+
+    def engine(self, config: EngineConfig):
+        self.built.append(config)
+        pool = self
+
+        class Scorer:
+            def score(self, query: str, documents: list[str]) -> ScoreResult:
+                time.sleep(pool.cost_ms(config) / 1000.0)
+                scores = np.array([0.9, 0.0]) if config in pool.bad else np.array([0.1, 0.2])
+                return ScoreResult(scores, scores, 0.0, 0.0, 0.0, 2, 2, [1, 1])
+
+        return Scorer()
+
+
+def valley(config: EngineConfig) -> float:
+    """Fastest at batch 8 and 2 threads, each step away clearly slower."""
+    distance = abs(SPACE.batch_sizes.index(config.batch_size) - 3) + (config.intra_op_threads != 2)
+    return 4.0 + 20.0 * distance
+
+
+def _refiner(pool, **kwargs) -> Refiner:
+    return Refiner(pool, WORKLOAD, SPACE, REFERENCE, lambda _p: FP32_TOLERANCE, rounds=2, **kwargs)
+
+
+def test_climbs_one_knob_at_a_time_to_the_local_optimum():
+    start = EngineConfig(batch_size=1, intra_op_threads=1, length_sort=False, precision="fp32")
+    result = _refiner(SleepPool(valley)).climb(start)
+    assert result.best == replace(start, batch_size=8, intra_op_threads=2)
+    assert result.stopped == "local optimum"
+    assert [s.moved_to is not None for s in result.steps][-1] is False
+    moved = [s.moved_to for s in result.steps if s.moved_to is not None]
+    for a, b in zip([start, *moved], moved, strict=False):
+        assert sum(x != y for x, y in zip(a.to_dict().values(), b.to_dict().values(), strict=True)) == 1
+
+
+def test_a_configuration_is_measured_once_across_steps():
+    pool = SleepPool(valley)
+    result = _refiner(pool).climb(EngineConfig(1, 1, False, "fp32"))
+    measured = [n.config for s in result.steps for n in s.neighbours if n.p95_ms is not None]
+    assert len(measured) == len(set(measured))
+
+
+def test_no_move_within_the_noise():
+    flat = _refiner(SleepPool(lambda c: 5.0)).climb(EngineConfig(4, 2, False, "fp32"))
+    assert flat.best == EngineConfig(4, 2, False, "fp32") and len(flat.steps) == 1
+
+
+def test_a_faster_neighbour_that_fails_parity_is_not_taken():
+    start = EngineConfig(4, 2, False, "fp32")
+    winner = replace(start, batch_size=8)
+    result = _refiner(SleepPool(valley, bad={winner})).climb(start)
+    assert result.best != winner
+    assert any(n.skipped == "failed parity" for n in result.steps[0].neighbours)
+
+
+def test_inadmissible_neighbours_are_skipped_with_the_reason_and_never_built():
+    pool = SleepPool(valley)
+    start = EngineConfig(4, 2, False, "fp32")
+    result = _refiner(pool, admissible=lambda c: "over budget" if c.batch_size > 4 else None).climb(start)
+    assert result.best == start
+    assert all(c.batch_size <= 4 for c in pool.built)
+    assert any(n.skipped == "over budget" for n in result.steps[0].neighbours)
+
+
+def test_the_deadline_stops_the_climb():
+    result = _refiner(SleepPool(valley), deadline=time.monotonic() - 1).climb(EngineConfig(1, 1, False, "fp32"))
+    assert result.stopped == "time budget" and result.steps == []
