@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.host import Cores, HostInfo
 from autotune.outputs.profile import SCHEMA
 from autotune.runtime.engine import EngineConfig
 from autotune.runtime.model import load_model_dir
+
+if TYPE_CHECKING:
+    from autotune.serve.app import RerankService
 
 # Two unlike hosts, for drift and fingerprint tests.
 VNNI_HOST = HostInfo(brand="Intel Xeon", isa={"avx2": True, "avx512f": True, "avx512_vnni": True,
@@ -74,3 +79,37 @@ def wait_healthy(url: str, proc: Any = None, timeout_s: float = 120.0) -> None:
             raise AssertionError(proc.stderr.read() if proc.stderr else f"server exited with {proc.returncode}")
         time.sleep(0.2)
     raise AssertionError(f"{url} did not become healthy within {timeout_s:.0f} s")
+
+
+class LiveServer:
+    """`autotune serve`'s app for one service, on a free loopback port, in a thread."""
+
+    def __init__(self, service: RerankService) -> None:
+        import uvicorn
+
+        from autotune.serve.app import create_app
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.server = uvicorn.Server(uvicorn.Config(create_app(service), log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+
+    def __enter__(self) -> LiveServer:
+        import httpx
+
+        self.thread.start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError("server did not become healthy")
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+        self.sock.close()

@@ -281,3 +281,37 @@ def test_compose_and_report_commands(tmp_path, tiny_model_dir, workload_file):
     (tmp_path / "plain.yaml").write_text("a: 1\n")
     status, _, err = run_cli(["report", "--profile", str(tmp_path / "plain.yaml")])
     assert status == ExitStatus.BAD_OPTIONS and "not an autotune profile" in err
+
+
+def test_max_tokens_is_written_recorded_and_used_for_the_reference(tmp_path, tiny_model_dir, workload_file):
+    (tmp_path / "out").mkdir()
+    status, out, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
+                                *outputs(tmp_path), *FAST, "--max-tokens", "64"])
+    assert status == ExitStatus.OK, err
+    assert "HINDSIGHT_API_RERANKER_ONNX_MAX_TOKENS=64" in (tmp_path / "out" / ".env").read_text()
+    profile = yaml.safe_load(next((tmp_path / "out" / "profiles").glob("*.yaml")).read_text())
+    assert profile["model"]["max_tokens"] == 64 and "64 tokens" in err
+
+
+@pytest.mark.parametrize(("extra", "status", "message"), [
+    (["--max-tokens", "1000"], ExitStatus.BAD_OPTIONS, "between 1 and the model's 128 positions"),
+    (["--max-tokens", "64", "--target", "tei"], ExitStatus.BAD_OPTIONS, "applies to --target onnx"),
+    (["--max-memory", "nan"], ExitStatus.BAD_OPTIONS, "finite"),
+    (["--trials", "0"], ExitStatus.BAD_OPTIONS, "at least 1"),
+    (["--refine-rounds", "-1"], ExitStatus.BAD_OPTIONS, "--refine-rounds"),
+])
+def test_search_options_are_checked_before_anything_runs(tmp_path, tiny_model_dir, workload_file, extra, status,
+                                                         message):
+    (tmp_path / "out").mkdir()
+    got, out, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
+                             *outputs(tmp_path), *extra])
+    assert got == status and message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "out" / ".env").exists()
+
+
+def test_a_budget_too_small_for_anything_is_one_line(tmp_path, tiny_model_dir, workload_file):
+    (tmp_path / "out").mkdir()
+    status, out, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
+                                *outputs(tmp_path), *FAST, "--max-memory", "1"])
+    assert status != ExitStatus.OK and "--max-memory" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "out" / ".env").exists()

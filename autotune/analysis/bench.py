@@ -13,7 +13,7 @@ from autotune.analysis.efficiency import ASSUMPTIONS, Efficiency, ModelDims, eff
 from autotune.analysis.peak import measured_peak
 from autotune.errors import DriftError, MissingDependencyError, OptionsError
 from autotune.host import HostInfo
-from autotune.outputs.profile import load_profile, profile_config, profile_target
+from autotune.outputs.profile import load_profile, profile_config, profile_max_tokens, profile_target
 from autotune.runtime.engine import BASELINE, EngineConfig
 from autotune.runtime.model import ModelBundle, resolve_model
 from autotune.runtime.sessions import EnginePool
@@ -88,20 +88,22 @@ class _Pools:
 
     def __init__(self, bundle: ModelBundle, host: HostInfo) -> None:
         self.bundle, self.host = bundle, host
-        self._pools: dict[str, Any] = {}
+        self._pools: dict[tuple[str, Any], Any] = {}
 
-    def get(self, target_name: str) -> Any:
-        if target_name not in self._pools:
-            target = get_target(target_name)
-            self._pools[target_name] = target.pool(self.bundle, has_vnni=self.host.has_vnni,
-                                                   usable_cores=self.host.cores.usable)
-        return self._pools[target_name]
+    def get(self, target_name: str, max_tokens: int | None = None) -> Any:
+        """Keyed by the target and how it scores, so a profile truncating as the defaults do shares their pool."""
+        target = get_target(target_name)
+        key = (target_name, target.traits(self.host.cores.usable, self.bundle.max_length, max_tokens))
+        if key not in self._pools:
+            self._pools[key] = target.pool(self.bundle, has_vnni=self.host.has_vnni,
+                                           usable_cores=self.host.cores.usable, max_tokens=max_tokens)
+        return self._pools[key]
 
 
 def _profile_contender(name: str, profile: dict[str, Any], pools: _Pools) -> Contender:
     target = profile_target(profile)
     config = profile_config(profile)
-    pool = pools.get(target)
+    pool = pools.get(target, profile_max_tokens(profile))
     return Contender(name, f"{target} target: {config.label()}", pool.engine(config).score, config,
                      pool if isinstance(pool, EnginePool) else None)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from autotune.errors import OptionsError
 from autotune.host import HostInfo
-from autotune.outputs.profile import profile_config, profile_target, write_profile
+from autotune.outputs.profile import profile_config, profile_max_tokens, profile_target, write_profile
 from autotune.runtime.engine import BASELINE, EngineConfig, ScoringPool
 from autotune.runtime.model import resolve_model
 from autotune.runtime.targets import SpaceLimits, get_target
@@ -106,7 +106,8 @@ def explain_profile(profile: dict[str, Any], workload: Workload, host: HostInfo,
     ref = model_ref(profile, model_dir)
     target = get_target(profile_target(profile))
     bundle = resolve_model(None if ref == "default" else Path(ref))
-    pool = target.pool(bundle, has_vnni=host.has_vnni, usable_cores=host.cores.usable)
+    pool = target.pool(bundle, has_vnni=host.has_vnni, usable_cores=host.cores.usable,
+                       max_tokens=profile_max_tokens(profile))
     winner = profile_config(profile)
     space = target.space(SpaceLimits(usable_cores=host.cores.usable, max_candidates=workload.max_candidates))
     baseline = replace(target.baseline(space), batch_size=BASELINE.batch_size)

@@ -38,14 +38,14 @@ def format_host(host: HostInfo) -> str:
 
 
 def format_result(result: SearchResult) -> str:
-    base = result.baseline.latency.p95_ms
+    base = None if result.baseline is None else result.baseline.latency.p95_ms
     rows = []
     for f in sorted(result.finalists, key=lambda f: f.latency.p95_ms):
         tag = " (baseline: Hindsight default)" if f.is_baseline else ""
         mark = "*" if f is result.winner else " "
         parity = "ok" if f.parity is None or f.parity.passed else "FAIL"
         rows.append([mark, f.config.label() + tag, f"{f.latency.p50_ms:.1f}", f"{f.latency.p95_ms:.1f}",
-                     f"{base / f.latency.p95_ms:.2f}x", parity])
+                     "n/a" if base is None else f"{base / f.latency.p95_ms:.2f}x", parity])
     out = ["Finalists, re-measured interleaved in this run:",
            table(["", "configuration", "p50 ms", "p95 ms", "vs baseline", "parity"], rows)]
     if result.rejected:
@@ -71,8 +71,11 @@ def format_result(result: SearchResult) -> str:
                     else "")
         out.append(f"memory: the chosen configuration adds {memory['served_mb']:.0f} MB{estimate}; the tuner peaked "
                    f"at {memory.get('tuner_peak_rss_mb') or 0:.0f} MB RSS, budget {memory['budget_mb']:.0f} MB")
-    out += [f"Chosen: {result.winner.config.label()} -> p95 {result.winner.latency.p95_ms:.1f} ms, "
-            f"{result.speedup_p95:.2f}x the baseline's p95 ({base:.1f} ms)"]
+    chosen = f"Chosen: {result.winner.config.label()} -> p95 {result.winner.latency.p95_ms:.1f} ms"
+    if base is None:
+        out += [f"{chosen}; the baseline was not raced: {result.baseline_skipped}"]
+    else:
+        out += [f"{chosen}, {result.speedup_p95:.2f}x the baseline's p95 ({base:.1f} ms)"]
     out += [f"warning: {w}" for w in result.warnings]
     return "\n".join(out)
 

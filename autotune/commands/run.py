@@ -37,7 +37,7 @@ def add_parser(sub: Any) -> None:
                    help="wall-clock seconds for the whole run: search, refinement and the final re-race")
     p.add_argument("--max-memory", type=finite_float, default=None, metavar="MB",
                    help="the tuner's peak RSS may not pass this; a configuration estimated or measured past it is "
-                        "rejected (default: the RSS at start plus half the memory available)")
+                        "rejected (default: the RSS at start plus half the memory available, at most 4096)")
     p.add_argument("--refine-rounds", type=int, default=2,
                    help="interleaved rounds per hill-climbing step after the search (0: no refinement)")
     p.add_argument("--no-halving", action="store_true",
@@ -47,6 +47,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--final-rounds", type=int, default=3, help="interleaved rounds for the finalists")
     p.add_argument("--batch-sizes", type=int_list, help="comma-separated (default 1,2,4,8,16,32,64)")
     p.add_argument("--precisions", help="comma-separated subset of fp32,int8")
+    p.add_argument("--max-tokens", type=positive_int, default=None,
+                   help="onnx: truncate pairs here, up to the model's positions (Hindsight's ONNX_MAX_TOKENS; "
+                        "default 512 or the model's limit); the parity reference uses the same length")
     p.add_argument("--max-threads", type=positive_int, help="cap intra-op threads (default: usable cores)")
     p.add_argument("--storage", help="Optuna storage URL (default: a journal file in the state dir)")
     p.add_argument("--fresh", action="store_true", help="discard the stored study and start over")
@@ -95,7 +98,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                       compose_file=None if args.no_compose else args.compose_file, target=args.target,
                       model_out=args.model_out, model_path_in_container=args.model_path_in_container,
                       accept_mismatch=args.accept_mismatch, wait_quiet_s=args.wait_quiet,
-                      write_baseline=args.write_baseline)
+                      write_baseline=args.write_baseline, max_tokens=args.max_tokens)
     with TrialProgress(settings.trials, err) as progress:
         outcome = tune(opts, progress=progress.update, on_stage=progress.stage)
     print(format_result(outcome.result), file=out)

@@ -85,6 +85,12 @@ def load_profile(path: Path) -> dict[str, Any]:
     return data
 
 
+def profile_max_tokens(data: dict[str, Any]) -> int | None:
+    """The onnx target's truncation as the profile was tuned with it (`--max-tokens`); None elsewhere."""
+    value = data.get("model", {}).get("max_tokens")
+    return int(value) if profile_target(data) == "onnx" and isinstance(value, int) else None
+
+
 def profile_config(data: dict[str, Any]) -> EngineConfig:
     c = data["config"]
     if not isinstance(c, dict):

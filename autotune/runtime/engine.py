@@ -87,10 +87,13 @@ class EngineTraits:
     spinning: bool | None = None
     zero_threads: int = 0
     max_tokens: int | None = None
+    max_batch_tokens: int | None = None  # TEI's budget: rows x longest per batch (None: count alone)
 
     def __post_init__(self) -> None:
         if self.sort_key not in SORT_KEYS:
             raise OptionsError(f"sort key must be one of {', '.join(SORT_KEYS)}, got {self.sort_key!r}")
+        if self.max_batch_tokens is not None and self.max_batch_tokens < 1:
+            raise OptionsError(f"the batch token budget must be at least 1, got {self.max_batch_tokens}")
 
     def threads(self, config: EngineConfig) -> int:
         return config.intra_op_threads or self.zero_threads
@@ -134,14 +137,38 @@ def calibrate(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return sigmoid(raw), raw
 
 
+def plan_batches(order: list[int], lengths: list[int], batch_size: int,
+                 max_batch_tokens: int | None = None) -> list[list[int]]:
+    """Cut pairs, in `order`, into batches. A batch closes when it holds `batch_size` pairs, or when the
+    next pair would take its padded size (rows x longest) past `max_batch_tokens`; a pair longer
+    than the budget runs alone. Padded size is what a batch's activations (and attention, squared)
+    grow with, so the budget bounds each batch's memory whatever the batch size."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for i in order:
+        grown = max(longest, lengths[i])
+        full = len(current) >= batch_size
+        over = max_batch_tokens is not None and current and (len(current) + 1) * grown > max_batch_tokens
+        if current and (full or over):
+            batches.append(current)
+            current, grown = [], lengths[i]
+        current.append(i)
+        longest = grown
+    if current:
+        batches.append(current)
+    return batches
+
+
 class RerankEngine:
     def __init__(self, backend: Backend, tokenizer: PairTokenizer, *, batch_size: int, length_sort: bool,
-                 sort_key: str = "tokens") -> None:
+                 sort_key: str = "tokens", max_batch_tokens: int | None = None) -> None:
         self.backend = backend
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.length_sort = length_sort
         self.sort_key = sort_key
+        self.max_batch_tokens = max_batch_tokens
         if backend.vocab_rows is not None and tokenizer.vocab_size > backend.vocab_rows:
             raise ModelError(
                 f"tokenizer has {tokenizer.vocab_size} tokens but the model's embedding has "
@@ -159,8 +186,7 @@ class RerankEngine:
         scores = np.empty(len(encodings), dtype=np.float64)
         inference = 0.0
         real = padded = 0
-        for lo in range(0, len(order), self.batch_size):
-            idx = order[lo:lo + self.batch_size]
+        for idx in plan_batches(order, lengths, self.batch_size, self.max_batch_tokens):
             batch = tok.pad([encodings[i] for i in idx], self.backend.input_names)
             rows = self.backend.vocab_rows
             if rows is not None and int(batch.feeds["input_ids"].max()) >= rows:

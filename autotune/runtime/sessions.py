@@ -68,4 +68,5 @@ class EnginePool:
 
     def engine(self, config: EngineConfig) -> RerankEngine:
         return RerankEngine(self.backend(config), self.tokenizer, batch_size=config.batch_size,
-                            length_sort=config.length_sort, sort_key=self.traits.sort_key)
+                            length_sort=config.length_sort, sort_key=self.traits.sort_key,
+                            max_batch_tokens=self.traits.max_batch_tokens)

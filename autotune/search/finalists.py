@@ -35,7 +35,7 @@ class Finalist:
 class SearchResult:
     study_name: str
     winner: Finalist
-    baseline: Finalist
+    baseline: Finalist | None  # None when Hindsight's defaults would not fit the memory budget
     finalists: list[Finalist]
     trials: list[TrialRecord]
     warnings: list[str] = field(default_factory=list)
@@ -45,9 +45,13 @@ class SearchResult:
     memory: dict[str, Any] = field(default_factory=dict)
     trials_planned: int = 0
     elapsed_s: float = 0.0
+    baseline_skipped: str | None = None  # why the baseline was not raced
+    candidate_cap: dict[str, Any] | None = None  # the .env's MAX_TOKENS_PER_CANDIDATE, applied to the replay
 
     @property
-    def speedup_p95(self) -> float:
+    def speedup_p95(self) -> float | None:
+        if self.baseline is None:
+            return None
         return self.baseline.latency.p95_ms / self.winner.latency.p95_ms
 
     @property
@@ -56,9 +60,10 @@ class SearchResult:
 
 
 def finalists_from(study: optuna.Study, space: SearchSpace, k: int, *, first: EngineConfig | None = None,
-                   same: Callable[[EngineConfig], EngineConfig] = lambda c: c) -> list[EngineConfig]:
-    """The baseline, then `first` (the refined pick) and the best feasible trials: `k` besides the
-    baseline, none of them the same effective configuration as another."""
+                   same: Callable[[EngineConfig], EngineConfig] = lambda c: c,
+                   with_baseline: bool = True) -> list[EngineConfig]:
+    """The baseline (unless left out), then `first` (the refined pick) and the best feasible trials:
+    `k` besides the baseline, none of them the same effective configuration as another."""
     feasible = [(t.value, t) for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
                 if is_feasible(t) and t.value is not None and set(t.params) == PARAMS]
     baseline = space.baseline()
@@ -72,17 +77,20 @@ def finalists_from(study: optuna.Study, space: SearchSpace, k: int, *, first: En
         if same(config) not in seen:
             seen.add(same(config))
             chosen.append(config)
-    return [baseline, *chosen]
+    return [baseline, *chosen] if with_baseline else chosen
 
 
-def rerace(pool: ScoringPool, workload: Workload, configs: Sequence[EngineConfig], rounds: int) -> list[Finalist]:
-    """Measure configurations interleaved (A B C A B C ...), rotating the order each round."""
+def rerace(pool: ScoringPool, workload: Workload, configs: Sequence[EngineConfig], rounds: int,
+           *, baseline_first: bool = True) -> list[Finalist]:
+    """Measure configurations interleaved (A B C A B C ...), rotating the order each round; the first
+    is the baseline unless `baseline_first` is false."""
     passes = interleaved([pool.engine(c).score for c in configs], workload.queries, rounds)
     out = []
     for i, config in enumerate(configs):
         medians = per_query_medians(passes[i])
         rounds_p95 = [percentile(p, 95) * 1000.0 for p in passes[i]]
-        out.append(Finalist(config, Latency.from_seconds(medians), rounds_p95, None, is_baseline=(i == 0)))
+        out.append(Finalist(config, Latency.from_seconds(medians), rounds_p95, None,
+                            is_baseline=baseline_first and i == 0))
     return out
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import psutil
 
 DEFAULT_FRACTION = 0.5  # of the memory available when the run starts
+DEFAULT_CAP_MB = 4096.0  # and never more by default: the tuner is a guest on a Hindsight host
 RUNTIME_MB = 20.0  # an ORT session's own buffers and thread pool, beyond weights and activations
 MB = 2**20
 _STATUS = Path("/proc/self/status")
@@ -99,13 +100,14 @@ def cgroup_memory_limit(read: Any = None) -> int | None:
     return None
 
 
-def default_budget_mb(fraction: float = DEFAULT_FRACTION) -> float:
-    """A fraction of what is available now, within the cgroup's limit: the tuner must never be the OOM."""
+def default_budget_mb(fraction: float = DEFAULT_FRACTION, cap_mb: float = DEFAULT_CAP_MB) -> float:
+    """The tuner's peak RSS by default: its RSS now plus a fraction of what is available (within the
+    cgroup's limit), at most `cap_mb` in all. It must never be what wakes the OOM killer."""
     available = psutil.virtual_memory().available
     limit = cgroup_memory_limit()
     if limit is not None:
         available = min(available, max(0, limit - psutil.Process().memory_info().rss))
-    return fraction * available / MB
+    return min(rss_mb() + fraction * available / MB, cap_mb)
 
 
 @dataclass(frozen=True)

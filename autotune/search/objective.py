@@ -17,7 +17,7 @@ import numpy as np
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune.runtime.engine import EngineConfig, ScoringPool
+from autotune.runtime.engine import EngineConfig, ScoringPool, plan_batches
 from autotune.search.measure import replay, warm_up
 from autotune.search.memory import ModelMemory, PeakRss, rss_mb
 from autotune.search.parity import compare
@@ -141,7 +141,8 @@ class Objective:
         if self.memory_model is None or self.lengths is None:
             return None
         shapes = [shape for lengths in self.lengths
-                  for shape in batch_shapes(lengths, config.batch_size, config.length_sort)]
+                  for shape in batch_shapes(lengths, config.batch_size, config.length_sort,
+                                            getattr(getattr(self.pool, "traits", None), "max_batch_tokens", None))]
         rows, longest = max(shapes, key=lambda s: self.memory_model.batch_mb(*s))  # type: ignore[union-attr]
         return self.memory_model.session_mb(rows, longest)
 
@@ -156,10 +157,11 @@ class Objective:
         return None
 
 
-def batch_shapes(lengths: Sequence[int], batch_size: int, length_sort: bool) -> list[tuple[int, int]]:
-    """(rows, longest) of each batch. Sorted or not, the estimate takes the worst case a sort can give:
-    sorting groups the longest pairs together, so it is bounded by the longest pairs sharing a batch."""
-    ordered = sorted(lengths, reverse=True) if length_sort else list(lengths)
-    return [(len(chunk), max(chunk)) for chunk in (ordered[i:i + batch_size]
-                                                   for i in range(0, len(ordered), batch_size))]
+def batch_shapes(lengths: Sequence[int], batch_size: int, length_sort: bool,
+                 max_batch_tokens: int | None = None) -> list[tuple[int, int]]:
+    """(rows, longest) of each batch, cut as the engine cuts. With a sort, the longest pairs share a
+    batch whatever the sort key, so a token-count sort (longest first) stands for all of them."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i]) if length_sort else list(range(len(lengths)))
+    return [(len(b), max(lengths[i] for i in b))
+            for b in plan_batches(order, list(lengths), batch_size, max_batch_tokens)]
 

@@ -47,6 +47,7 @@ from autotune.search.refine import Refiner, neighbours_summary
 from autotune.search.served_memory import measure_served
 from autotune.search.space import SearchSettings, SearchSpace
 from autotune.search.study import best_feasible_config, open_storage, open_study, run_study, trial_records
+from autotune.workload.candidate_cap import apply_cap, cap_from_env
 from autotune.workload.hindsight_versions import parse_version
 from autotune.workload.queries import Workload, load_workload
 from autotune.workload.selfcheck import SelfCheck, logits_from_scores, self_check
@@ -75,6 +76,7 @@ class RunOptions:
     accept_mismatch: bool = False  # tune on a recording that does not reproduce Hindsight's own scores
     wait_quiet_s: float = 0.0  # wait up to this long for the load to fall before measuring
     write_baseline: bool = False  # when nothing passes parity, write Hindsight's defaults instead of nothing
+    max_tokens: int | None = None  # the onnx target's ONNX_MAX_TOKENS (default: 512 or the model's limit)
 
 
 @dataclass
@@ -113,6 +115,9 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
          on_stage: Callable[[str], None] | None = None) -> RunOutcome:
     stage = on_stage or (lambda _msg: None)
     workload = load_workload(opts.workload)  # all of it, before anything is measured or written
+    cap = cap_from_env(parse_env(read_text_exact(opts.env_file)))
+    if cap is not None:  # Hindsight cuts documents before the reranker: so does the replay
+        workload = apply_cap(workload, cap)
     target = get_target(opts.target)
     check_hindsight_version(workload, target)
     if opts.name is not None:
@@ -123,13 +128,16 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
                                      batch_sizes=opts.batch_sizes, precisions=opts.precisions,
                                      max_threads=opts.max_threads))
     settings = opts.settings
+    if settings.max_memory_mb is not None and settings.max_memory_mb <= rss_mb():
+        raise OptionsError(f"--max-memory {settings.max_memory_mb:.0f} MB is below what the tuner already holds "
+                           f"({rss_mb():.0f} MB RSS) before any model is loaded")
     started = time.monotonic()
     deadline = None if settings.timeout_s is None else started + settings.timeout_s
     with host_lock(state_dir()):  # before the model loads: a second run refuses at once
         store = open_storage(opts.storage, fresh=opts.fresh)
         bundle = resolve_model(opts.model)
-        traits = target.traits(host.cores.usable, bundle.max_length)
-        pool = target.pool(bundle, has_vnni=host.has_vnni, usable_cores=host.cores.usable)
+        traits = target.traits(host.cores.usable, bundle.max_length, opts.max_tokens)
+        pool = target.pool(bundle, has_vnni=host.has_vnni, usable_cores=host.cores.usable, max_tokens=opts.max_tokens)
         first = workload.queries[0]  # a broken model fails here, before any progress is printed
         pool.engine(space.baseline()).score(first.query, first.documents[:2])
         stage(f"computing the fp32 reference (batch size 1, no sort, {_max_tokens(bundle, traits)} tokens)")
@@ -143,11 +151,15 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
         space, dropped = prechecked(space, pool, workload, reference, settings.int8_tolerance)
         for d in dropped:
             stage(d.line())
-        budget_mb = settings.max_memory_mb or rss_mb() + default_budget_mb()
+        budget_mb = settings.max_memory_mb or default_budget_mb()
         objective = Objective(pool, workload, reference, space, settings, memory_budget_mb=budget_mb,
                               memory_model=_memory_model(bundle), lengths=_pair_lengths(pool, workload))
-        study_name = (f"autotune-{target.name}-{host.fingerprint}-{bundle.sha256[:12]}-{workload.sha256[:12]}-"
-                      f"{space.digest()}")
+        capped = "" if cap is None else f"-cap{cap.max_tokens}"
+        study_name = (f"autotune-{target.name}-{host.fingerprint}-{bundle.sha256[:12]}-{workload.sha256[:12]}"
+                      f"{capped}-{space.digest()}")
+        if cap is not None:
+            stage(f"documents cut to {cap.max_tokens} {cap.encoding} tokens first, as the .env's "
+                  "MAX_TOKENS_PER_CANDIDATE makes Hindsight do")
         study = open_study(study_name, store, settings.seed, objective.rungs, opts.fresh)
         def waiting(load: float) -> None:
             stage(f"waiting for a quiet host (load {load:.1f})")
@@ -171,11 +183,16 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
                 refined = refiner.climb(best)
                 for line in neighbours_summary(refined):
                     stage(line)
-            configs = finalists_from(study, space, settings.finalists,
+            baseline_skipped = _over_budget(objective, space.baseline(), budget_mb)
+            if baseline_skipped:
+                stage(f"Hindsight's defaults are not raced: {baseline_skipped}")
+            configs = finalists_from(study, space, settings.finalists, with_baseline=not baseline_skipped,
                                      first=None if refined is None else refined.best, same=pool.effective)
-            stage(f"re-measuring {len(configs)} finalists interleaved with the baseline, "
-                  f"{settings.final_rounds} rounds")
-            finalists = rerace(pool, workload, configs, settings.final_rounds)
+            if not configs:
+                raise OptionsError(f"no configuration fits the memory budget of {budget_mb:.0f} MB: raise "
+                                   "--max-memory, or lower --max-tokens or --batch-sizes")
+            stage(f"re-measuring {len(configs)} finalists interleaved, {settings.final_rounds} rounds")
+            finalists = rerace(pool, workload, configs, settings.final_rounds, baseline_first=not baseline_skipped)
         load = monitor.result()
         for f in finalists:  # checked again on the very sessions that were timed
             f.parity = compare(reference, _scores(pool, f.config, workload), settings.tolerance(f.config.precision))
@@ -197,9 +214,11 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
                       "trustworthy": trustworthiness(noise, settings.final_rounds)}
         if noise_note:
             conditions["note"] = noise_note
-    result = SearchResult(study_name, winner, finalists[0], finalists, trial_records(study), noise, resumed,
-                          refined=refined, dropped=dropped, memory=memory, trials_planned=trials,
-                          elapsed_s=time.monotonic() - started)
+    result = SearchResult(study_name, winner, None if baseline_skipped else finalists[0], finalists,
+                          trial_records(study), noise, resumed, refined=refined, dropped=dropped, memory=memory,
+                          trials_planned=trials, elapsed_s=time.monotonic() - started,
+                          baseline_skipped=baseline_skipped,
+                          candidate_cap=None if cap is None else cap.to_dict())
     return _write_outputs(opts, target, result, host, bundle, pool, workload, space, conditions, int8_sample,
                           recording)
 
@@ -319,7 +338,7 @@ def _write_outputs(opts: RunOptions, target: Target, result: SearchResult, host:
     winner = result.winner
     name = opts.name or profile_name(host.brand, host.cores.usable, host.fingerprint)  # --name checked up front
     model_ref = "default" if opts.model is None else str(opts.model)
-    max_tokens = _max_tokens(bundle, target.traits(host.cores.usable, bundle.max_length))
+    max_tokens = _max_tokens(bundle, target.traits(host.cores.usable, bundle.max_length, opts.max_tokens))
     staged, check, model_dir = None, None, None
     if target.emits_model:
         staged, check = _stage_model(opts, target, bundle, pool, winner.config, workload, name, max_tokens)

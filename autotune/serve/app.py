@@ -30,9 +30,10 @@ from starlette.routing import Route
 from autotune import __version__
 from autotune.errors import OptionsError
 from autotune.outputs.profile import load_profile, profile_config
-from autotune.runtime.engine import EngineConfig, RerankEngine
+from autotune.runtime.engine import EngineConfig, EngineTraits, RerankEngine
 from autotune.runtime.model import ModelBundle, resolve_model
 from autotune.runtime.sessions import EnginePool
+from autotune.runtime.targets.tei_sidecar import TEI_MAX_BATCH_TOKENS
 from autotune.runtime.tokenize import PairTokenizer
 
 STATUS = {"Empty": 400, "Validation": 413, "Tokenizer": 422, "Backend": 424, "Overloaded": 429, "Unhealthy": 503}
@@ -45,14 +46,15 @@ class ServeSettings:
     max_client_batch_size: int = 1024
     max_queue: int = 16
     max_body_bytes: int = 8 * 1024 * 1024
+    max_batch_tokens: int = TEI_MAX_BATCH_TOKENS  # rows x longest per batch: bounds each batch's memory
     auto_truncate: bool = True
     raw_scores_default: bool = False  # true for Hindsight <= 0.6.2, which applies sigmoid itself
 
     def __post_init__(self) -> None:
-        for name in ("max_client_batch_size", "max_queue", "max_body_bytes"):
+        for name in ("max_client_batch_size", "max_queue", "max_body_bytes", "max_batch_tokens"):
             if getattr(self, name) < 1:
                 key = {"max_client_batch_size": "AUTOTUNE_MAX_CLIENT_BATCH_SIZE", "max_queue": "AUTOTUNE_MAX_QUEUE",
-                       "max_body_bytes": "the body limit"}[name]
+                       "max_body_bytes": "the body limit", "max_batch_tokens": "AUTOTUNE_MAX_BATCH_TOKENS"}[name]
                 raise OptionsError(f"{key} must be at least 1, got {getattr(self, name)}")
 
 
@@ -84,6 +86,7 @@ def settings_from_env(env: Mapping[str, str]) -> ServeSettings:
         model=get("AUTOTUNE_MODEL", "default"),
         max_client_batch_size=integer("AUTOTUNE_MAX_CLIENT_BATCH_SIZE", "1024"),
         max_queue=integer("AUTOTUNE_MAX_QUEUE", "16"),
+        max_batch_tokens=integer("AUTOTUNE_MAX_BATCH_TOKENS", str(TEI_MAX_BATCH_TOKENS)),
         raw_scores_default=env.get("AUTOTUNE_RAW_SCORES", "false").lower() in ("true", "1"),
     )
 
@@ -139,7 +142,8 @@ class RerankService:
                 self._has_vnni = default_probe().probe().has_vnni
             bundle = self._bundle or resolve_model(None if self.settings.model == "default"
                                                    else Path(self.settings.model))
-            self.pool = EnginePool(bundle, has_vnni=self._has_vnni)
+            self.pool = EnginePool(bundle, has_vnni=self._has_vnni,
+                                   traits=EngineTraits(max_batch_tokens=self.settings.max_batch_tokens))
             self.engine = self.pool.engine(self.settings.config)
             for _ in range(2):  # warm up: arenas, thread pool
                 self.engine.score("warm up", ["autotune warm-up document"] * self.settings.config.batch_size)
@@ -173,7 +177,7 @@ class RerankService:
             "prompts": None, "default_prompt_name": None, "default_prompt": None,
             "max_concurrent_requests": self.settings.max_queue,
             "max_input_length": bundle.max_length if bundle else None,
-            "max_batch_tokens": (bundle.max_length if bundle else 512) * cfg.batch_size,
+            "max_batch_tokens": self.settings.max_batch_tokens,
             "max_batch_requests": None,
             "max_client_batch_size": self.settings.max_client_batch_size,
             "auto_truncate": self.settings.auto_truncate,

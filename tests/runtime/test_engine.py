@@ -100,3 +100,24 @@ def test_million_character_document_truncates(tiny_model_dir):
     result = _engine(tiny_model_dir, batch_size=2).score("q", ["word " * 200_000, "short", "日本語と絵文字 🍣🎌"])
     assert max(result.lengths) == 128  # the tiny model's max length
     assert np.isfinite(result.scores).all()
+
+
+def test_batches_close_on_count_or_on_the_token_budget():
+    from autotune.runtime.engine import plan_batches
+
+    lengths = [10, 100, 20, 30]
+    assert plan_batches([1, 3, 2, 0], lengths, 4) == [[1, 3, 2, 0]]
+    assert plan_batches([1, 3, 2, 0], lengths, 4, max_batch_tokens=150) == [[1], [3, 2, 0]]
+    assert plan_batches([1, 3, 2, 0], lengths, 2, max_batch_tokens=150) == [[1], [3, 2], [0]]
+    assert plan_batches([0, 1], [500, 10], 8, max_batch_tokens=100) == [[0], [1]]  # too long: alone
+    assert plan_batches([0, 1, 2], [10, 10, 10], 8, max_batch_tokens=30) == [[0, 1, 2]]  # exactly the budget
+
+
+def test_a_token_budget_changes_batching_not_scores(tiny_model_dir):
+    bundle = load_model_dir(tiny_model_dir)
+    budgeted = RerankEngine(OrtBackend(bundle.onnx_path, threads=1), PairTokenizer(bundle.tokenizer_path, 128),
+                            batch_size=64, length_sort=True, max_batch_tokens=200)
+    result = budgeted.score("What is the capital of France?", DOCS)
+    whole = _engine(tiny_model_dir, 64, True).score("What is the capital of France?", DOCS)
+    np.testing.assert_allclose(result.scores, whole.scores, atol=1e-5)
+    assert result.padded_tokens < whole.padded_tokens  # the long pair no longer pads the rest

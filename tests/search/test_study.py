@@ -80,3 +80,13 @@ def test_choose_lowest_p95_and_warn_when_noisy():
     noisy = _finalist([100, 200, 140])
     _, warnings = choose([quiet_base, quiet_fast, noisy])
     assert any("vary" in w for w in warnings)
+
+
+def test_a_result_without_a_raced_baseline_says_why_instead_of_a_speedup():
+    from autotune.analysis.summary import format_result
+    from autotune.search.finalists import SearchResult
+
+    fast = _finalist([150, 151, 150])
+    result = SearchResult("s", fast, None, [fast], [], baseline_skipped="estimated 9000 MB would pass the budget")
+    text = format_result(result)
+    assert result.speedup_p95 is None and "n/a" in text and "not raced: estimated 9000 MB" in text

@@ -2,15 +2,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import threading
 import time
 from collections.abc import Iterator
 
 import httpx
 import numpy as np
 import pytest
-import uvicorn
 
 from autotune.runtime.engine import EngineConfig
 from autotune.runtime.model import load_model_dir
@@ -18,34 +15,9 @@ from autotune.runtime.sessions import EnginePool
 from autotune.serve.app import RerankService, ServeSettings, create_app, resolve_settings
 from autotune.workload.queries import load_workload
 from tests.conftest import DOCS
+from tests.helpers import LiveServer
 
 CONFIG = EngineConfig(batch_size=4, intra_op_threads=1, length_sort=True, precision="fp32")
-
-
-class LiveServer:
-    def __init__(self, service: RerankService) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(create_app(service), log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
-
-    def __enter__(self) -> LiveServer:
-        self.thread.start()
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError("server did not become healthy")
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
-        self.sock.close()
 
 
 def _service(model_dir, **kw) -> RerankService:
@@ -135,6 +107,20 @@ def test_info_health_metrics(server):
                  "te_request_queue_duration", "te_queue_size", "te_request_count", "te_request_success",
                  'te_request_failure_total{err="empty"}'):
         assert name in text
+
+
+def test_the_token_budget_bounds_every_batch_and_info_reports_it(tiny_model_dir):
+    service = _service(tiny_model_dir, max_batch_tokens=150)
+    with LiveServer(service) as live:
+        assert httpx.get(live.url + "/info").json()["max_batch_tokens"] == 150
+        shapes = []
+        backend = service.engine.backend
+        run = backend.run
+        backend.run = lambda feeds: (shapes.append(feeds["input_ids"].shape), run(feeds))[1]
+        texts = ["word " * 60] * 12 + ["short"] * 20
+        assert httpx.post(live.url + "/rerank", json={"query": "q", "texts": texts}).status_code == 200
+    assert any(rows < 4 for rows, _ in shapes)  # the budget, not the batch size, closed some batches
+    assert all(rows * longest <= 150 or rows == 1 for rows, longest in shapes)
 
 
 def test_health_is_503_until_loaded(tiny_model_dir):

@@ -30,6 +30,13 @@ def hindsight_native_threads(usable_cores: int, environ: dict[str, str] | None =
         return max(1, min(HINDSIGHT_THREAD_CAP, usable_cores))
 
 
+def no_max_tokens(target: str, max_tokens: int | None) -> None:
+    if max_tokens is not None:
+        from autotune.errors import OptionsError
+
+        raise OptionsError(f"--max-tokens is Hindsight's ONNX_MAX_TOKENS: it applies to --target onnx, not {target}")
+
+
 def flag(value: bool) -> str:
     """Hindsight reads booleans as true only for `true`/`1`; write the one spelling it documents."""
     return "true" if value else "false"
@@ -69,8 +76,9 @@ class Target(ABC):
     config_keys: ClassVar[tuple[str, ...]]  # the keys a drift check compares with the profile
 
     @abstractmethod
-    def traits(self, usable_cores: int, max_length: int) -> EngineTraits:
-        """How the engine must score to behave as this target does."""
+    def traits(self, usable_cores: int, max_length: int, max_tokens: int | None = None) -> EngineTraits:
+        """How the engine must score to behave as this target does; `max_tokens` is the user's truncation
+        where the target has such a key (`onnx`), else it must be None."""
 
     def space(self, limits: SpaceLimits) -> SearchSpace:
         """The knobs this target reads, within the user's limits; targets narrow the generic space.
@@ -85,10 +93,11 @@ class Target(ABC):
     def env_keys(self, config: EngineConfig, ctx: EnvContext) -> dict[str, str]:
         """The `.env` block for a configuration; no value is ever empty."""
 
-    def pool(self, bundle: ModelBundle, *, has_vnni: bool, usable_cores: int) -> ScoringPool:
+    def pool(self, bundle: ModelBundle, *, has_vnni: bool, usable_cores: int,
+             max_tokens: int | None = None) -> ScoringPool:
         from autotune.runtime.sessions import EnginePool
 
-        return EnginePool(bundle, has_vnni=has_vnni, traits=self.traits(usable_cores, bundle.max_length))
+        return EnginePool(bundle, has_vnni=has_vnni, traits=self.traits(usable_cores, bundle.max_length, max_tokens))
 
     def baseline(self, space: SearchSpace) -> EngineConfig:
         """Hindsight's defaults for this target, as they behave on this workload."""

@@ -24,6 +24,7 @@ from autotune.runtime.targets.base import (
     Target,
     flag,
     hindsight_native_threads,
+    no_max_tokens,
 )
 from autotune.search.space import SearchSpace
 
@@ -102,8 +103,9 @@ class LocalTarget(Target):
     config_keys: ClassVar[tuple[str, ...]] = (f"{PREFIX}LOCAL_BATCH_SIZE", f"{PREFIX}LOCAL_BUCKET_BATCHING",
                                               "OMP_NUM_THREADS")
 
-    def traits(self, usable_cores: int, max_length: int) -> EngineTraits:
+    def traits(self, usable_cores: int, max_length: int, max_tokens: int | None = None) -> EngineTraits:
         """The fp32 reference and parity run through ONNX Runtime with the same truncation."""
+        no_max_tokens(self.name, max_tokens)
         return EngineTraits(sort_key="chars_asc", zero_threads=hindsight_native_threads(usable_cores))
 
     def space(self, limits: SpaceLimits) -> SearchSpace:
@@ -114,8 +116,11 @@ class LocalTarget(Target):
             raise OptionsError("--target local runs PyTorch in fp32 only; drop --precisions or use --target onnx")
         return base
 
-    def pool(self, bundle: ModelBundle, *, has_vnni: bool, usable_cores: int) -> LocalPool:
+    def pool(self, bundle: ModelBundle, *, has_vnni: bool, usable_cores: int,
+             max_tokens: int | None = None) -> LocalPool:
         from autotune.runtime.torch_reference import checkpoint_for
+
+        no_max_tokens(self.name, max_tokens)
 
         return LocalPool(checkpoint_for(bundle), usable_cores=usable_cores)
 

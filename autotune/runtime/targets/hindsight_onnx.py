@@ -39,10 +39,16 @@ class OnnxTarget(Target):
     config_keys: ClassVar[tuple[str, ...]] = tuple(
         f"{PREFIX}ONNX_{k}" for k in ("BATCH_SIZE", "THREADS", "CPU_MEM_ARENA", "MAX_TOKENS"))
 
-    def traits(self, usable_cores: int, max_length: int) -> EngineTraits:
+    def traits(self, usable_cores: int, max_length: int, max_tokens: int | None = None) -> EngineTraits:
+        """`max_tokens` (the user's `--max-tokens`, up to the model's positions) replaces Hindsight's 512."""
+        if max_tokens is not None and not 1 <= max_tokens <= max_length:
+            from autotune.errors import OptionsError
+
+            raise OptionsError(f"--max-tokens must be between 1 and the model's {max_length} positions, "
+                               f"got {max_tokens}")
         return EngineTraits(sort_key="chars_desc", spinning=False,
                             zero_threads=hindsight_native_threads(usable_cores),
-                            max_tokens=onnx_max_tokens(max_length))
+                            max_tokens=max_tokens or onnx_max_tokens(max_length))
 
     def space(self, limits: SpaceLimits) -> SearchSpace:
         """Hindsight always sorts and never spins; the arena is its `ONNX_CPU_MEM_ARENA` (off by default)."""

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import ClassVar
 
 from autotune.runtime.engine import EngineConfig, EngineTraits
-from autotune.runtime.targets.base import PREFIX, EnvContext, SpaceLimits, Target, flag
+from autotune.runtime.targets.base import PREFIX, EnvContext, SpaceLimits, Target, flag, no_max_tokens
 from autotune.search.space import SearchSpace
 
+TEI_MAX_BATCH_TOKENS = 16384  # TEI's own default for --max-batch-tokens
 TEI_CONFIG_KEYS = ("AUTOTUNE_BATCH_SIZE", "AUTOTUNE_INTRA_OP_THREADS", "AUTOTUNE_LENGTH_SORT",
                    "AUTOTUNE_PRECISION", "AUTOTUNE_GRAPH", "AUTOTUNE_SPINNING", "AUTOTUNE_MODEL")
 
@@ -18,8 +19,10 @@ class TeiTarget(Target):
     summary = "autotune serve as a TEI-compatible sidecar (older Hindsight, shared rerankers)"
     config_keys: ClassVar[tuple[str, ...]] = TEI_CONFIG_KEYS
 
-    def traits(self, usable_cores: int, max_length: int) -> EngineTraits:
-        return EngineTraits(sort_key="tokens", zero_threads=0)
+    def traits(self, usable_cores: int, max_length: int, max_tokens: int | None = None) -> EngineTraits:
+        """The sidecar cuts batches by TEI's token budget as well as by count, as `serve` does."""
+        no_max_tokens(self.name, max_tokens)
+        return EngineTraits(sort_key="tokens", zero_threads=0, max_batch_tokens=TEI_MAX_BATCH_TOKENS)
 
     def space(self, limits: SpaceLimits) -> SearchSpace:
         """The sidecar owns its sessions, so spinning is a knob: busy-waiting steals time on shared hosts."""
@@ -38,4 +41,5 @@ class TeiTarget(Target):
             "AUTOTUNE_SPINNING": flag(config.spinning),
             "AUTOTUNE_MODEL": ctx.model_ref,
             "AUTOTUNE_MAX_CLIENT_BATCH_SIZE": str(max(1024, ctx.tei_batch_size)),
+            "AUTOTUNE_MAX_BATCH_TOKENS": str(TEI_MAX_BATCH_TOKENS),
         }

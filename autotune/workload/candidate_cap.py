@@ -1,0 +1,58 @@
+"""Hindsight's `MAX_TOKENS_PER_CANDIDATE`, replayed: documents cut before the reranker sees them.
+
+When the user's `.env` sets `HINDSIGHT_API_RERANKER_MAX_TOKENS_PER_CANDIDATE`, Hindsight truncates
+every candidate document (not the query) to that many tokens of its own text tokenizer
+(`HINDSIGHT_API_TOKENIZER_ENCODING`, `o200k_base` by default) through `toktok`, before any
+provider tokenizes the pair. The replay does exactly that, with the same library, so that what is
+measured is what Hindsight will score.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from autotune.errors import OptionsError
+from autotune.workload.queries import Workload
+
+CAP_KEY = "HINDSIGHT_API_RERANKER_MAX_TOKENS_PER_CANDIDATE"
+ENCODING_KEY = "HINDSIGHT_API_TOKENIZER_ENCODING"
+DEFAULT_ENCODING = "o200k_base"  # Hindsight 1.1's default
+
+
+@dataclass(frozen=True)
+class CandidateCap:
+    max_tokens: int
+    encoding: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"max_tokens_per_candidate": self.max_tokens, "encoding": self.encoding}
+
+
+def cap_from_env(env: dict[str, str]) -> CandidateCap | None:
+    """The cap the user's `.env` sets (as Hindsight parses it: `int()`), or None."""
+    raw = env.get(CAP_KEY, "").strip()
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise OptionsError(f"{CAP_KEY} in the .env is not an integer, so Hindsight would not start") from None
+    if value < 1:
+        raise OptionsError(f"{CAP_KEY} in the .env must be at least 1, got {value}")
+    return CandidateCap(value, env.get(ENCODING_KEY, "").strip() or DEFAULT_ENCODING)
+
+
+def apply_cap(workload: Workload, cap: CandidateCap) -> Workload:
+    """The workload as Hindsight hands it to the reranker: each document cut to `cap.max_tokens`."""
+    import toktok
+
+    queries = []
+    for q in workload.queries:
+        try:
+            cut = toktok.batch_truncate(q.documents, cap.max_tokens, cap.encoding)
+        except Exception as exc:  # toktok raises on an encoding it does not bundle
+            raise OptionsError(f"{ENCODING_KEY}={cap.encoding!r} is not an encoding Hindsight's tokenizer "
+                               "knows (o200k_base, cl100k_base, o200k_harmony)") from exc
+        queries.append(replace(q, documents=[text for text, _count in cut]))
+    return replace(workload, queries=queries)
