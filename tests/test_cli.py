@@ -285,7 +285,7 @@ def test_compose_and_report_commands(tmp_path, tiny_model_dir, workload_file):
 
 def test_max_tokens_is_written_recorded_and_used_for_the_reference(tmp_path, tiny_model_dir, workload_file):
     (tmp_path / "out").mkdir()
-    status, out, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
+    status, _out, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
                                 *outputs(tmp_path), *FAST, "--max-tokens", "64"])
     assert status == ExitStatus.OK, err
     assert "HINDSIGHT_API_RERANKER_ONNX_MAX_TOKENS=64" in (tmp_path / "out" / ".env").read_text()
@@ -303,7 +303,7 @@ def test_max_tokens_is_written_recorded_and_used_for_the_reference(tmp_path, tin
 def test_search_options_are_checked_before_anything_runs(tmp_path, tiny_model_dir, workload_file, extra, status,
                                                          message):
     (tmp_path / "out").mkdir()
-    got, out, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
+    got, _out, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
                              *outputs(tmp_path), *extra])
     assert got == status and message in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "out" / ".env").exists()
@@ -311,7 +311,7 @@ def test_search_options_are_checked_before_anything_runs(tmp_path, tiny_model_di
 
 def test_a_budget_too_small_for_anything_is_one_line(tmp_path, tiny_model_dir, workload_file):
     (tmp_path / "out").mkdir()
-    status, out, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
+    status, _out, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
                                 *outputs(tmp_path), *FAST, "--max-memory", "1"])
     assert status != ExitStatus.OK and "--max-memory" in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "out" / ".env").exists()

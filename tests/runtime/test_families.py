@@ -123,7 +123,7 @@ def test_engine_scores_like_transformers_on_the_ids_it_fed(family_dir):
 
 
 def test_truncation_at_max_tokens_matches_transformers_on_the_truncated_ids(family_dir):
-    family, directory, model = family_dir
+    _family, directory, model = family_dir
     pool = EnginePool(load_model_dir(directory), has_vnni=False, traits=EngineTraits(max_tokens=64))
     result = pool.engine(CONFIG).score("What is the capital of France?", [LONG_DOC, DOCS[0]])
     encodings = pool.tokenizer.encode("What is the capital of France?", [LONG_DOC, DOCS[0]])
@@ -137,7 +137,7 @@ def test_serve_scores_like_transformers_within_its_token_budget(family_dir):
     family, directory, model = family_dir
     service = RerankService(ServeSettings(config=CONFIG, model=str(directory), max_batch_tokens=4096),
                             has_vnni=False)
-    texts = [LONG_DOC if family.positions > 512 else DOCS[-1]] + DOCS[:3]
+    texts = [LONG_DOC if family.positions > 512 else DOCS[-1], *DOCS[:3]]
     with LiveServer(service) as live:
         answer = httpx.post(live.url + "/rerank", timeout=120,
                             json={"query": "What is the capital of France?", "texts": texts, "raw_scores": True})

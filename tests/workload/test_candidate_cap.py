@@ -42,7 +42,7 @@ def test_run_replays_the_cap_and_records_it(tmp_path, tiny_model_dir, workload_f
 
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / ".env").write_text("HINDSIGHT_API_RERANKER_MAX_TOKENS_PER_CANDIDATE=4\n")
-    status, out, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
+    status, _out, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
                                 *outputs(tmp_path), *FAST])
     assert status == 0, err
     assert "documents cut to 4 o200k_base tokens first" in err
