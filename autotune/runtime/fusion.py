@@ -11,9 +11,7 @@ the knob is dropped from the search, with the reason.
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -21,7 +19,7 @@ import onnx
 
 from autotune.errors import ModelError, first_line
 from autotune.paths import cache_dir
-from autotune.runtime.model import DEFAULT_MODEL_NAME, ModelBundle, quiet_root_logger
+from autotune.runtime.model import DEFAULT_MODEL_NAME, ModelBundle, cached_build, quiet_root_logger
 
 ATTENTION_OPS = ("Attention", "MultiHeadAttention")
 OPTIMIZER_TYPES = {"bert": "bert", "roberta": "bert", "xlm-roberta": "bert", "distilbert": "bert",
@@ -53,13 +51,8 @@ def fused_model_path(bundle: ModelBundle) -> Path:
     reason_file = target.with_name("unavailable.txt")
     if reason_file.exists():
         raise FusionUnavailable(reason_file.read_text(encoding="utf-8"))
-    if target.exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=".f-", suffix=".onnx", dir=target.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
+
+    def fuse(tmp: Path) -> None:
         try:
             _fuse(bundle, tmp)
             if not any(fused_ops(tmp).values()):
@@ -68,10 +61,8 @@ def fused_model_path(bundle: ModelBundle) -> Path:
         except FusionUnavailable as exc:
             reason_file.write_text(str(exc), encoding="utf-8")  # remembered: the next run does not retry
             raise
-        tmp.replace(target)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return target
+
+    return cached_build(target, fuse)
 
 
 def _fuse(bundle: ModelBundle, out: Path) -> None:

@@ -13,7 +13,7 @@ import os
 import shutil
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -189,27 +189,38 @@ def int8_model_path(bundle: ModelBundle, has_vnni: bool, source: Path | None = N
     tag = "" if graph == "plain" else f"-{graph}"
     target = (cache_dir() / "int8" / f"{bundle.sha256[:16]}{tag}-ort{onnxruntime.__version__}-{fmt}"
               / "model.onnx")
+
+    def quantize(tmp: Path) -> None:
+        try:
+            with warnings.catch_warnings(), quiet_root_logger():
+                warnings.simplefilter("ignore")
+                quantize_dynamic(
+                    source or bundle.onnx_path,
+                    tmp,
+                    op_types_to_quantize=["MatMul"],  # embeddings and LayerNorm stay fp32
+                    weight_type=QuantType.QInt8 if fmt == "u8s8" else QuantType.QUInt8,
+                    per_channel=False,
+                    # a fused Attention's output has no inferred type: it is fp32, as every activation here
+                    extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+                )
+        except Exception as exc:
+            raise ModelError(f"int8 quantization of {bundle.onnx_path} failed: {exc}") from exc
+
+    return cached_build(target, quantize)
+
+
+def cached_build(target: Path, make: Callable[[Path], None]) -> Path:
+    """`target` if it exists; else `make` writes a temporary file beside it, renamed into place only
+    when whole, so a crash or a concurrent run never leaves half a model where a cached one belongs."""
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=".q-", suffix=".onnx", dir=target.parent)
+    fd, tmp_name = tempfile.mkstemp(prefix=".build-", suffix=target.suffix, dir=target.parent)
     os.close(fd)
     tmp = Path(tmp_name)
     try:
-        with warnings.catch_warnings(), quiet_root_logger():
-            warnings.simplefilter("ignore")
-            quantize_dynamic(
-                source or bundle.onnx_path,
-                tmp,
-                op_types_to_quantize=["MatMul"],  # embeddings and LayerNorm stay fp32
-                weight_type=QuantType.QInt8 if fmt == "u8s8" else QuantType.QUInt8,
-                per_channel=False,
-                # a fused Attention's output has no inferred type: it is fp32, as every activation here
-                extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-            )
+        make(tmp)
         tmp.replace(target)
-    except Exception as exc:
-        raise ModelError(f"int8 quantization of {bundle.onnx_path} failed: {exc}") from exc
     finally:
         tmp.unlink(missing_ok=True)
     return target
