@@ -29,6 +29,7 @@ from _common import WORKLOADS
 
 from autotune.analysis.explain import explain
 from autotune.host import default_probe
+from autotune.runtime.engine import EngineConfig
 from autotune.runtime.model import build_default_model
 from autotune.runtime.targets import SpaceLimits, get_target
 from autotune.search.finalists import rerace
@@ -49,9 +50,15 @@ def write_jsonl(workload: Workload, path: Path) -> Path:
     return path
 
 
-def grid(target_name: str, workload: Workload, host: object, bundle: object) -> tuple[object, object, float, int]:
+def grid(target_name: str, workload: Workload, host: object, bundle: object,
+         cache: Path | None) -> tuple[object, object, float, int]:
+    """The grid's best and its measuring time; kept in `cache` (by workload and host), since it takes long."""
     target = get_target(target_name)
     pool = target.pool(bundle, has_vnni=host.has_vnni, usable_cores=host.cores.usable)  # type: ignore[attr-defined]
+    if cache is not None and cache.exists():
+        saved = json.loads(cache.read_text())
+        if saved["workload"] == workload.sha256 and saved["host"] == host.fingerprint:  # type: ignore[attr-defined]
+            return pool, EngineConfig.from_dict(saved["best"]), float(saved["seconds"]), int(saved["size"])
     settings = SearchSettings(halving=False)
     space = target.space(SpaceLimits(usable_cores=host.cores.usable,  # type: ignore[attr-defined]
                                      max_candidates=workload.max_candidates))
@@ -61,7 +68,11 @@ def grid(target_name: str, workload: Workload, host: object, bundle: object) -> 
     objective = Objective(pool, workload, reference, space, settings)
     started = time.monotonic()
     study.optimize(objective, n_trials=space.size())
-    return pool, best_feasible_config(study), time.monotonic() - started, space.size()
+    best, seconds = best_feasible_config(study), time.monotonic() - started
+    if cache is not None:
+        cache.write_text(json.dumps({"workload": workload.sha256, "host": host.fingerprint,  # type: ignore[attr-defined]
+                                     "best": best.to_dict(), "seconds": seconds, "size": space.size()}))
+    return pool, best, seconds, space.size()
 
 
 def main() -> None:
@@ -70,6 +81,7 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2,3,4")
     parser.add_argument("--target", default="onnx")
     parser.add_argument("--race-rounds", type=int, default=5)
+    parser.add_argument("--grid-cache", type=Path, help="a folder to keep each grid's result in (they take long)")
     args = parser.parse_args()
     host = default_probe().probe()
     bundle = build_default_model()
@@ -79,7 +91,8 @@ def main() -> None:
     totals = {"within": 0, "cheap": 0, "runs": 0, "faster_reverts": 0}
     for name in args.workloads.split(","):
         workload = WORKLOADS[name]()
-        pool, best, grid_s, size = grid(args.target, workload, host, bundle)
+        cache = None if args.grid_cache is None else args.grid_cache / f"grid-{name}-{args.target}.json"
+        pool, best, grid_s, size = grid(args.target, workload, host, bundle, cache)
         print(f"\n[{name}] grid: {size} configurations, {grid_s:.0f} s of measuring; best {best.label()}")
         picks = []
         with tempfile.TemporaryDirectory() as tmp:
