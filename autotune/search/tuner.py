@@ -36,14 +36,14 @@ from autotune.runtime.model import ModelBundle, resolve_model
 from autotune.runtime.sessions import EnginePool
 from autotune.runtime.targets import DEFAULT_TARGET, EnvContext, SpaceLimits, Target, get_target
 from autotune.runtime.tokenize import PairTokenizer
-from autotune.search.finalists import SearchResult, choose, finalists_from, rerace
+from autotune.search.finalists import Finalist, SearchResult, choose, finalists_from, rerace
 from autotune.search.measure import replay
 from autotune.search.memory import ModelMemory, default_budget_mb, rss_mb
 from autotune.search.noise import LoadMonitor, trustworthiness, wait_quiet
 from autotune.search.objective import Objective
 from autotune.search.parity import compare, reference_scores
 from autotune.search.prechecks import prechecked
-from autotune.search.refine import Refiner, neighbours_summary
+from autotune.search.refine import Refiner, RefineResult, neighbours_summary
 from autotune.search.served_memory import measure_served
 from autotune.search.space import SearchSettings, SearchSpace
 from autotune.search.study import best_feasible_config, open_storage, open_study, run_study, trial_records
@@ -172,27 +172,9 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
         with LoadMonitor(host.cores.usable) as monitor:
             resumed = run_study(study, objective, trials, on_trial=progress,
                                 timeout_s=_phase_left(deadline, SEARCH_SHARE, started, settings.timeout_s))
-            best = best_feasible_config(study)
-            refined = None
-            if best is not None and settings.refine_rounds > 0:
-                stage(f"refining from {best.label()}: one knob at a time, interleaved, until none wins")
-                refiner = Refiner(pool, workload, space, reference, settings.tolerance,
-                                  rounds=settings.refine_rounds,
-                                  deadline=None if deadline is None else started + REFINE_SHARE * settings.timeout_s,
-                                  admissible=lambda c: _over_budget(objective, c, budget_mb))
-                refined = refiner.climb(best)
-                for line in neighbours_summary(refined):
-                    stage(line)
-            baseline_skipped = _over_budget(objective, space.baseline(), budget_mb)
-            if baseline_skipped:
-                stage(f"Hindsight's defaults are not raced: {baseline_skipped}")
-            configs = finalists_from(study, space, settings.finalists, with_baseline=not baseline_skipped,
-                                     first=None if refined is None else refined.best, same=pool.effective)
-            if not configs:
-                raise OptionsError(f"no configuration fits the memory budget of {budget_mb:.0f} MB: raise "
-                                   "--max-memory, or lower --max-tokens or --batch-sizes")
-            stage(f"re-measuring {len(configs)} finalists interleaved, {settings.final_rounds} rounds")
-            finalists = rerace(pool, workload, configs, settings.final_rounds, baseline_first=not baseline_skipped)
+            refined = _refine(study, objective, settings, stage,
+                              None if deadline is None else started + REFINE_SHARE * settings.timeout_s)
+            finalists, baseline_skipped = _race(study, objective, settings, stage, refined)
         load = monitor.result()
         for f in finalists:  # checked again on the very sessions that were timed
             f.parity = compare(reference, _scores(pool, f.config, workload), settings.tolerance(f.config.precision))
@@ -225,6 +207,40 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
 
 SEARCH_SHARE = 0.6  # of --timeout: the TPE search; refinement may run until REFINE_SHARE; the re-race after
 REFINE_SHARE = 0.85
+
+
+def _refine(study: optuna.Study, objective: Objective, settings: SearchSettings, stage: Callable[[str], None],
+            deadline: float | None) -> RefineResult | None:
+    """Hill-climb from the search's best feasible trial (see `refine`); None when refinement is off."""
+    best = best_feasible_config(study)
+    if best is None or settings.refine_rounds == 0:
+        return None
+    stage(f"refining from {best.label()}: one knob at a time, interleaved, until none wins")
+    budget = objective.memory_budget_mb
+    refiner = Refiner(objective.pool, objective.workload, objective.space, objective.reference, settings.tolerance,
+                      rounds=settings.refine_rounds, deadline=deadline,
+                      admissible=lambda c: None if budget is None else _over_budget(objective, c, budget))
+    refined = refiner.climb(best)
+    for line in neighbours_summary(refined):
+        stage(line)
+    return refined
+
+
+def _race(study: optuna.Study, objective: Objective, settings: SearchSettings, stage: Callable[[str], None],
+          refined: RefineResult | None) -> tuple[list[Finalist], str | None]:
+    """The refined pick and the best trials, re-measured interleaved with Hindsight's defaults (when those
+    fit the memory budget; otherwise the reason they were left out)."""
+    space, pool, budget = objective.space, objective.pool, objective.memory_budget_mb
+    skipped = None if budget is None else _over_budget(objective, space.baseline(), budget)
+    if skipped:
+        stage(f"Hindsight's defaults are not raced: {skipped}")
+    configs = finalists_from(study, space, settings.finalists, with_baseline=not skipped,
+                             first=None if refined is None else refined.best, same=pool.effective)
+    if not configs:
+        raise OptionsError(f"no configuration fits the memory budget of {budget:.0f} MB: raise --max-memory, "
+                           "or lower --max-tokens or --batch-sizes")
+    stage(f"re-measuring {len(configs)} finalists interleaved, {settings.final_rounds} rounds")
+    return rerace(pool, objective.workload, configs, settings.final_rounds, baseline_first=not skipped), skipped
 
 
 def _phase_left(deadline: float | None, share: float, started: float, timeout_s: float | None) -> float | None:
