@@ -319,7 +319,7 @@ def test_a_budget_too_small_for_anything_is_one_line(tmp_path, tiny_model_dir, w
 
 def test_timeout_bounds_the_search_not_just_one_phase(tmp_path, tiny_model_dir, workload_file):
     (tmp_path / "out").mkdir()
-    status, out, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
+    status, _out, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
                                 *outputs(tmp_path), "--trials", "60", "--repeats", "1", "--timeout", "2"])
     assert status == ExitStatus.OK, err
     profile = yaml.safe_load(next((tmp_path / "out" / "profiles").glob("*.yaml")).read_text())

@@ -7,7 +7,7 @@ leave-one-out: revert each knob alone from the winner, measured interleaved with
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,17 +24,28 @@ from autotune.workload.queries import Workload
 KNOBS = ("batch_size", "intra_op_threads", "length_sort", "precision", "mem_arena", "graph", "spinning")
 
 
+NOISE_FLOOR = 0.03  # below this a difference is never called real, however the rounds agree
+
+
 @dataclass
 class Step:
     knob: str
     config: EngineConfig
     p95_ms: float
     before_p95_ms: float
+    round_ratios: list[float] = field(default_factory=list)  # before / after, one per interleaved round
 
     @property
     def ratio(self) -> float:
         """> 1 means this step made things faster."""
         return self.before_p95_ms / self.p95_ms
+
+    @property
+    def beyond_noise(self) -> bool:
+        """Every round agrees on the direction, and the difference passes the noise floor."""
+        r = self.round_ratios
+        same_side = bool(r) and (all(x > 1 for x in r) or all(x < 1 for x in r))
+        return len(r) >= 2 and same_side and abs(self.ratio - 1.0) > NOISE_FLOOR
 
 
 @dataclass
@@ -57,17 +68,21 @@ class ExplainResult:
     def to_dict(self) -> dict[str, Any]:
         def step(s: Step) -> dict[str, Any]:
             return {"knob": s.knob, **s.config.to_dict(), "p95_ms": round(s.p95_ms, 3),
-                    "before_p95_ms": round(s.before_p95_ms, 3), "ratio": round(s.ratio, 4)}
+                    "before_p95_ms": round(s.before_p95_ms, 3), "ratio": round(s.ratio, 4),
+                    "round_ratios": [round(x, 4) for x in s.round_ratios], "beyond_noise": s.beyond_noise}
 
         return {"baseline_p95_ms": round(self.baseline_p95_ms, 3), "waterfall": [step(s) for s in self.steps],
                 "cumulative": [round(c, 4) for c in self.cumulative],
                 "leave_one_out": [step(s) for s in self.leave_one_out], "most_important": self.most_important()}
 
 
-def _pair_p95(pool: ScoringPool, workload: Workload, a: EngineConfig, b: EngineConfig, rounds: int
-              ) -> tuple[float, float]:
-    passes = interleaved([pool.engine(a).score, pool.engine(b).score], workload.queries, rounds)
-    return tuple(percentile(per_query_medians(p), 95) * 1000.0 for p in passes)  # type: ignore[return-value]
+def _pair(pool: ScoringPool, workload: Workload, knob: str, before: EngineConfig, after: EngineConfig,
+          rounds: int) -> Step:
+    """`before` and `after` interleaved; the step from one to the other, with its per-round ratios."""
+    passes = interleaved([pool.engine(before).score, pool.engine(after).score], workload.queries, rounds)
+    p95_before, p95_after = (percentile(per_query_medians(p), 95) * 1000.0 for p in passes)
+    per_round = [percentile(b, 95) / percentile(a, 95) for b, a in zip(passes[0], passes[1], strict=True)]
+    return Step(knob, after, p95_after, p95_before, per_round)
 
 
 def explain(pool: ScoringPool, workload: Workload, baseline: EngineConfig, winner: EngineConfig,
@@ -79,19 +94,17 @@ def explain(pool: ScoringPool, workload: Workload, baseline: EngineConfig, winne
         if getattr(winner, knob) == getattr(current, knob):
             continue
         nxt = replace(current, **{knob: getattr(winner, knob)})
-        before, after = _pair_p95(pool, workload, current, nxt, rounds)
-        baseline_p95 = before if baseline_p95 is None else baseline_p95
-        steps.append(Step(knob, nxt, after, before))
+        step = _pair(pool, workload, knob, current, nxt, rounds)
+        baseline_p95 = step.before_p95_ms if baseline_p95 is None else baseline_p95
+        steps.append(step)
         current = nxt
     loo: list[Step] = []
     for knob in KNOBS:
         if getattr(winner, knob) == getattr(baseline, knob):
             continue
-        reverted = replace(winner, **{knob: getattr(baseline, knob)})
-        win_p95, rev_p95 = _pair_p95(pool, workload, winner, reverted, rounds)
-        loo.append(Step(knob, reverted, rev_p95, win_p95))
+        loo.append(_pair(pool, workload, knob, winner, replace(winner, **{knob: getattr(baseline, knob)}), rounds))
     if baseline_p95 is None:  # the winner is the baseline
-        baseline_p95 = _pair_p95(pool, workload, baseline, baseline, rounds)[0]
+        baseline_p95 = _pair(pool, workload, "none", baseline, baseline, rounds).before_p95_ms
     return ExplainResult(baseline_p95, steps, loo)
 
 

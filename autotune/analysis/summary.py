@@ -113,9 +113,13 @@ def format_explain(result: ExplainResult) -> str:
            table(["step", "configuration", "p95 before", "p95 after", "incremental", "cumulative"], rows)]
     if result.leave_one_out:
         out += ["", "Leave one out (each knob reverted alone, interleaved with the winner):",
-                table(["reverted", "configuration", "winner p95", "reverted p95", "slowdown"],
-                      [[s.knob, s.config.label(), f"{s.before_p95_ms:.1f}", f"{s.p95_ms:.1f}", f"{1 / s.ratio:.2f}x"]
-                       for s in result.leave_one_out])]
+                table(["reverted", "configuration", "winner p95", "reverted p95", "slowdown", "beyond noise"],
+                      [[s.knob, s.config.label(), f"{s.before_p95_ms:.1f}", f"{s.p95_ms:.1f}", f"{1 / s.ratio:.2f}x",
+                        "yes" if s.beyond_noise else "no"] for s in result.leave_one_out])]
+        faster = [s.knob for s in result.leave_one_out if s.ratio > 1 and s.beyond_noise]
+        if faster:
+            out.append(f"warning: reverting {', '.join(faster)} alone was faster beyond the noise: rerun `autotune run`"
+                       " on a quiet host")
     most = result.most_important()
     out.append("" if most is None else f"\nThe knob that mattered most: {most}")
     if not result.steps:

@@ -56,6 +56,7 @@ def build_profile(*, name: str, target: Target, result: SearchResult, host: Host
             "pruner": "SuccessiveHalvingPruner over the workload's queries (reduction factor 2)",
             "resumed_trials": result.resumed_trials,
             "elapsed_s": round(result.elapsed_s, 1),
+            "measuring_s": {k: round(v, 1) for k, v in result.phases_s.items()},
             "dropped": [d.to_dict() for d in result.dropped],
             "refinement": None if result.refined is None else result.refined.to_dict(),
             "repeats": settings.repeats,

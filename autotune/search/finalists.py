@@ -47,6 +47,11 @@ class SearchResult:
     elapsed_s: float = 0.0
     baseline_skipped: str | None = None  # why the baseline was not raced
     candidate_cap: dict[str, Any] | None = None  # the .env's MAX_TOKENS_PER_CANDIDATE, applied to the replay
+    phases_s: dict[str, float] = field(default_factory=dict)  # measuring time: search, refine, race
+
+    @property
+    def measuring_s(self) -> float:
+        return sum(self.phases_s.values())
 
     @property
     def speedup_p95(self) -> float | None:

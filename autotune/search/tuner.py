@@ -170,11 +170,16 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
         stage(f"searching {space.size()} configurations of the `{target.name}` target with {trials} "
               f"trials (study {study_name})")
         with LoadMonitor(host.cores.usable) as monitor:
+            clock = time.monotonic()
             resumed = run_study(study, objective, trials, on_trial=progress,
                                 timeout_s=_phase_left(deadline, SEARCH_SHARE, started, settings.timeout_s))
+            phases = {"search": time.monotonic() - clock}
+            clock = time.monotonic()
             refined = _refine(study, objective, settings, stage,
                               None if deadline is None else started + REFINE_SHARE * settings.timeout_s)
+            phases["refine"], clock = time.monotonic() - clock, time.monotonic()
             finalists, baseline_skipped = _race(study, objective, settings, stage, refined)
+            phases["race"] = time.monotonic() - clock
         load = monitor.result()
         for f in finalists:  # checked again on the very sessions that were timed
             f.parity = compare(reference, _scores(pool, f.config, workload), settings.tolerance(f.config.precision))
@@ -200,7 +205,7 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
                           trial_records(study), noise, resumed, refined=refined, dropped=dropped, memory=memory,
                           trials_planned=trials, elapsed_s=time.monotonic() - started,
                           baseline_skipped=baseline_skipped,
-                          candidate_cap=None if cap is None else cap.to_dict())
+                          candidate_cap=None if cap is None else cap.to_dict(), phases_s=phases)
     return _write_outputs(opts, target, result, host, bundle, pool, workload, space, conditions, int8_sample,
                           recording)
 
