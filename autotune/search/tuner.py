@@ -115,6 +115,7 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
          on_stage: Callable[[str], None] | None = None) -> RunOutcome:
     stage = on_stage or (lambda _msg: None)
     workload = load_workload(opts.workload)  # all of it, before anything is measured or written
+    source_sha256 = workload.sha256
     cap = cap_from_env(parse_env(read_text_exact(opts.env_file)))
     if cap is not None:  # Hindsight cuts documents before the reranker: so does the replay
         workload = apply_cap(workload, cap)
@@ -154,9 +155,8 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
         budget_mb = settings.max_memory_mb or default_budget_mb()
         objective = Objective(pool, workload, reference, space, settings, memory_budget_mb=budget_mb,
                               memory_model=_memory_model(bundle), lengths=_pair_lengths(pool, workload))
-        capped = "" if cap is None else f"-cap{cap.max_tokens}"
-        study_name = (f"autotune-{target.name}-{host.fingerprint}-{bundle.sha256[:12]}-{workload.sha256[:12]}"
-                      f"{capped}-{space.digest()}")
+        study_name = (f"autotune-{target.name}-{host.fingerprint}-{bundle.sha256[:12]}-{workload.sha256[:12]}-"
+                      f"{space.digest()}")
         if cap is not None:
             stage(f"documents cut to {cap.max_tokens} {cap.encoding} tokens first, as the .env's "
                   "MAX_TOKENS_PER_CANDIDATE makes Hindsight do")
@@ -205,7 +205,8 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
                           trial_records(study), noise, resumed, refined=refined, dropped=dropped, memory=memory,
                           trials_planned=trials, elapsed_s=time.monotonic() - started,
                           baseline_skipped=baseline_skipped,
-                          candidate_cap=None if cap is None else cap.to_dict(), phases_s=phases)
+                          candidate_cap=None if cap is None else {**cap.to_dict(), "file_sha256": source_sha256},
+                          phases_s=phases)
     return _write_outputs(opts, target, result, host, bundle, pool, workload, space, conditions, int8_sample,
                           recording)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from autotune.errors import OptionsError
+from autotune.fileio import sha256_bytes
 from autotune.workload.queries import Workload
 
 CAP_KEY = "HINDSIGHT_API_RERANKER_MAX_TOKENS_PER_CANDIDATE"
@@ -44,7 +45,11 @@ def cap_from_env(env: dict[str, str]) -> CandidateCap | None:
 
 
 def apply_cap(workload: Workload, cap: CandidateCap) -> Workload:
-    """The workload as Hindsight hands it to the reranker: each document cut to `cap.max_tokens`."""
+    """The workload as Hindsight hands it to the reranker: each document cut to `cap.max_tokens`.
+
+    Its hash names the cut as well as the file, so that nothing cached for the uncut workload (the
+    fp32 reference, a study) is ever taken for it.
+    """
     import toktok
 
     queries = []
@@ -55,4 +60,5 @@ def apply_cap(workload: Workload, cap: CandidateCap) -> Workload:
             raise OptionsError(f"{ENCODING_KEY}={cap.encoding!r} is not an encoding Hindsight's tokenizer "
                                "knows (o200k_base, cl100k_base, o200k_harmony)") from exc
         queries.append(replace(q, documents=[text for text, _count in cut]))
-    return replace(workload, queries=queries)
+    identity = f"{workload.sha256}|{cap.max_tokens}|{cap.encoding}".encode()
+    return replace(workload, queries=queries, sha256=sha256_bytes(identity))

@@ -29,7 +29,8 @@ def test_documents_are_cut_exactly_as_hindsights_own_truncation_cuts_them(worklo
         assert after.documents == [t.text for t in truncate_many_to_tokens(before.documents, 5, encoding)]
     assert any(a != b for q, c in zip(workload.queries, capped.queries, strict=True)
                for a, b in zip(q.documents, c.documents, strict=True))
-    assert capped.sha256 == workload.sha256  # the user's file, as recorded
+    assert capped.sha256 != workload.sha256  # nothing cached for the uncut workload is taken for it
+    assert apply_cap(workload, CandidateCap(5, encoding)).sha256 == capped.sha256
 
 
 def test_an_unknown_encoding_is_one_line(workload_file):
@@ -41,7 +42,11 @@ def test_run_replays_the_cap_and_records_it(tmp_path, tiny_model_dir, workload_f
     from tests.test_cli import FAST, outputs, run_cli
 
     (tmp_path / "out").mkdir()
-    (tmp_path / "out" / ".env").write_text("HINDSIGHT_API_RERANKER_MAX_TOKENS_PER_CANDIDATE=4\n")
+    uncut = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir), *outputs(tmp_path),
+                     *FAST, "--no-compose"])  # caches the uncut workload's reference first
+    assert uncut[0] == 0, uncut[2]
+    (tmp_path / "out" / ".env").write_text("HINDSIGHT_API_RERANKER_MAX_TOKENS_PER_CANDIDATE=4\n"
+                                           + (tmp_path / "out" / ".env").read_text())
     status, _out, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
                                 *outputs(tmp_path), *FAST])
     assert status == 0, err
@@ -49,5 +54,7 @@ def test_run_replays_the_cap_and_records_it(tmp_path, tiny_model_dir, workload_f
     import yaml
 
     profile = yaml.safe_load(next((tmp_path / "out" / "profiles").glob("*.yaml")).read_text())
-    assert profile["workload"]["candidate_cap"] == {"max_tokens_per_candidate": 4, "encoding": "o200k_base"}
+    cap = profile["workload"]["candidate_cap"]
+    assert cap["max_tokens_per_candidate"] == 4 and cap["encoding"] == "o200k_base"
+    assert cap["file_sha256"] == load_workload(workload_file).sha256 != profile["workload"]["sha256"]
     assert all(d not in profile_text for d in DOCS[:3] for profile_text in [str(profile)])
