@@ -92,7 +92,11 @@ def run(work: Path, model: Path, workload: Path, *extra: str) -> tuple[int, floa
                            *extra], capture_output=True, text=True, cwd=work, env=env)
     peak_kb = next((int(line.split()[1]) for line in proc.stderr.splitlines() if line.startswith("PEAK_KB")), 0)
     chosen = next((line for line in proc.stdout.splitlines() if line.startswith("Chosen")), proc.stderr[-400:])
-    return proc.returncode, peak_kb / 1024, chosen
+    # ru_maxrss is reset with the kernel's mark by each trial's measurement: the run's own figure (the
+    # "memory:" line, its peak across every reset) is the whole run's
+    tuner = next((float(line.split("peaked at ")[1].split(" MB")[0]) for line in proc.stdout.splitlines()
+                  if line.startswith("memory:") and "peaked at " in line), 0.0)
+    return proc.returncode, max(peak_kb / 1024, tuner), chosen
 
 
 def serve_peak(work: Path, model: Path) -> None:

@@ -32,12 +32,23 @@ def _status_kb(field: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
+_highest_mb = 0.0  # the process's peak across resets: each reset folds the peak it erases in here
+
+
 def _reset_peak() -> bool:
+    global _highest_mb
+    _highest_mb = max(_highest_mb, (_status_kb("VmHWM") or 0) / 1024)
     try:
         _CLEAR_REFS.write_text("5")  # "5": reset the peak RSS to the current RSS (Linux >= 4.0)
     except OSError:
         return False
     return True
+
+
+def process_peak_mb() -> float:
+    """This process's peak RSS over its whole life, although per-trial measurements reset the kernel's
+    mark (and with it `getrusage`'s `ru_maxrss`)."""
+    return max(_highest_mb, (_status_kb("VmHWM") or 0) / 1024, rss_mb())
 
 
 def rss_mb() -> float:

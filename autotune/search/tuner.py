@@ -38,7 +38,7 @@ from autotune.runtime.targets import DEFAULT_TARGET, EnvContext, SpaceLimits, Ta
 from autotune.runtime.tokenize import PairTokenizer
 from autotune.search.finalists import Finalist, SearchResult, choose, finalists_from, rerace
 from autotune.search.measure import replay
-from autotune.search.memory import ModelMemory, default_budget_mb, rss_mb
+from autotune.search.memory import ModelMemory, default_budget_mb, process_peak_mb, rss_mb
 from autotune.search.noise import LoadMonitor, trustworthiness, wait_quiet
 from autotune.search.objective import Objective
 from autotune.search.parity import compare, reference_scores
@@ -284,7 +284,8 @@ def served_memory(pool: ScoringPool, config: EngineConfig, workload: Workload, o
         served = measure_served(pool.bundle, has_vnni=has_vnni, traits=pool.traits, config=config,
                                 queries=workload.queries)
     estimate = objective.estimate_mb(config)
-    peaks = [t.user_attrs["rss_mb"] for t in study.get_trials(deepcopy=False) if "rss_mb" in t.user_attrs]
+    peaks = [process_peak_mb()] + [t.user_attrs["rss_mb"] for t in study.get_trials(deepcopy=False)
+                                   if "rss_mb" in t.user_attrs]
     served_mb = None if served is None else round(served.served_mb, 1)
     return {"served_mb": served_mb,
             "estimated_mb": None if estimate is None else round(estimate, 1),

@@ -57,3 +57,13 @@ def test_budget_and_cgroup_limit():
     assert cgroup_memory_limit(lambda p: "max") is None
     assert cgroup_memory_limit(lambda p: "1073741824" if p.endswith("memory.max") else None) == 2**30
     assert cgroup_memory_limit(lambda p: None) is None
+
+
+def test_the_process_peak_survives_the_per_trial_resets():
+    from autotune.search.memory import process_peak_mb, rss_mb
+
+    before = rss_mb()
+    _spike(300)
+    with PeakRss():  # resets the kernel's mark, as every trial does
+        pass
+    assert process_peak_mb() > before + 250
