@@ -3,7 +3,8 @@
 TPE samples; it does not check that its best is a local optimum. So from the best feasible
 trial, each step measures every one-knob neighbour interleaved with the incumbent (A B C A B
 C, rotating), and moves to the best neighbour that wins beyond the noise the step itself
-measured and passes parity. It stops at a local optimum, after `max_steps`, or at the
+measured (in every round, and by more than the rounds' spread or 3%) and passes
+parity. It stops at a local optimum, after `max_steps`, or at the
 deadline. A configuration measured once is never measured again.
 """
 
@@ -113,14 +114,17 @@ class Refiner:
         configs = [incumbent, *to_run]
         passes = interleaved([self.pool.engine(c).score for c in configs], self.workload.queries, self.rounds)
         p95 = [percentile(per_query_medians(p), 95) * 1000.0 for p in passes]
-        spreads = [relative_spread([percentile(r, 95) for r in p]) for p in passes]
+        rounds = [[percentile(r, 95) for r in p] for p in passes]
+        spreads = [relative_spread(r) for r in rounds]
         threshold = max(MIN_GAIN, spreads[0])
         measured = [Neighbour(c, v) for c, v in zip(to_run, p95[1:], strict=True)]
         moved = None
-        ranked = sorted(zip(to_run, p95[1:], spreads[1:], strict=True), key=lambda item: item[1])
-        for config, value, spread in ranked:
+        ranked = sorted(zip(to_run, p95[1:], spreads[1:], rounds[1:], strict=True), key=lambda item: item[1])
+        for config, value, spread, own_rounds in ranked:
             if value >= p95[0] * (1.0 - max(threshold, spread)):
                 break
+            if not all(mine < theirs for mine, theirs in zip(own_rounds, rounds[0], strict=True)):
+                continue  # faster overall but not in every round: not beyond the noise
             if self._passes_parity(config):
                 moved = config
                 break

@@ -13,7 +13,7 @@ from autotune.workload.queries import Query, Workload
 
 WORKLOAD = Workload([Query(f"q{i}", ["a", "b"]) for i in range(3)], "0" * 64)
 REFERENCE = [np.array([0.1, 0.2]) for _ in WORKLOAD.queries]
-SPACE = SearchSpace(batch_sizes=(1, 2, 4, 8, 16), threads=(1, 2))
+SPACE = SearchSpace(batch_sizes=(1, 2, 4, 8, 16), threads=(1, 2), length_sort=(False,), precisions=("fp32",))  # no ties
 
 
 class SleepPool:
@@ -70,7 +70,7 @@ def test_a_configuration_is_measured_once_across_steps():
 
 
 def test_no_move_within_the_noise():
-    flat = _refiner(SleepPool(lambda c: 5.0)).climb(EngineConfig(4, 2, False, "fp32"))
+    flat = _refiner(SleepPool(lambda c: 30.0)).climb(EngineConfig(4, 2, False, "fp32"))  # 3% is 0.9 ms
     assert flat.best == EngineConfig(4, 2, False, "fp32") and len(flat.steps) == 1
 
 
