@@ -75,13 +75,12 @@ class Objective:
         estimate = self.estimate_mb(config)
         if estimate is not None:
             trial.set_user_attr("estimated_mb", round(estimate, 1))
-            over = rss_mb() + estimate - self.memory_budget_mb if self.memory_budget_mb is not None else 0.0
-            if over > 0:  # never run a configuration to the OOM killer
-                trial.set_constraint("memory", over)
-                trial.set_constraint("parity", 0.0)
-                trial.set_user_attr("rejected", f"estimated {estimate:.0f} MB would pass the memory budget of "
-                                                f"{self.memory_budget_mb:.0f} MB")
-                return math.inf
+        reason = self.over_budget(config, estimate)
+        if reason is not None:  # never run a configuration to the OOM killer
+            trial.set_constraint("memory", rss_mb() + estimate - self.memory_budget_mb)  # type: ignore[operator]
+            trial.set_constraint("parity", 0.0)
+            trial.set_user_attr("rejected", reason)
+            return math.inf
         with PeakRss() as peak:
             value = self._measure(trial, config)
         trial.set_user_attr("peak_growth_mb", round(peak.growth_mb, 1))
@@ -135,6 +134,13 @@ class Objective:
         trial.set_user_attr("padding_overhead", padded / max(real, 1))
         trial.set_user_attr("queries_measured", done)
         return value
+
+    def over_budget(self, config: EngineConfig, estimate: float | None = None) -> str | None:
+        """Why running `config` would take the tuner past its memory budget, or None when it fits."""
+        estimate = self.estimate_mb(config) if estimate is None else estimate
+        if estimate is None or self.memory_budget_mb is None or rss_mb() + estimate <= self.memory_budget_mb:
+            return None
+        return f"estimated {estimate:.0f} MB would pass the memory budget of {self.memory_budget_mb:.0f} MB"
 
     def estimate_mb(self, config: EngineConfig) -> float | None:
         """One session with this configuration's largest batch, from the workload's real pair lengths."""

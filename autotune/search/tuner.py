@@ -222,10 +222,9 @@ def _refine(study: optuna.Study, objective: Objective, settings: SearchSettings,
     if best is None or settings.refine_rounds == 0:
         return None
     stage(f"refining from {best.label()}: one knob at a time, interleaved, until none wins")
-    budget = objective.memory_budget_mb
     refiner = Refiner(objective.pool, objective.workload, objective.space, objective.reference, settings.tolerance,
                       rounds=settings.refine_rounds, deadline=deadline,
-                      admissible=lambda c: None if budget is None else _over_budget(objective, c, budget))
+                      admissible=objective.over_budget)
     refined = refiner.climb(best)
     for line in neighbours_summary(refined):
         stage(line)
@@ -237,7 +236,7 @@ def _race(study: optuna.Study, objective: Objective, settings: SearchSettings, s
     """The refined pick and the best trials, re-measured interleaved with Hindsight's defaults (when those
     fit the memory budget; otherwise the reason they were left out)."""
     space, pool, budget = objective.space, objective.pool, objective.memory_budget_mb
-    skipped = None if budget is None else _over_budget(objective, space.baseline(), budget)
+    skipped = objective.over_budget(space.baseline())
     if skipped:
         stage(f"Hindsight's defaults are not raced: {skipped}")
     configs = finalists_from(study, space, settings.finalists, with_baseline=not skipped,
@@ -253,13 +252,6 @@ def _phase_left(deadline: float | None, share: float, started: float, timeout_s:
     if deadline is None or timeout_s is None:
         return None
     return max(0.0, started + share * timeout_s - time.monotonic())
-
-
-def _over_budget(objective: Objective, config: EngineConfig, budget_mb: float) -> str | None:
-    estimate = objective.estimate_mb(config)
-    if estimate is not None and rss_mb() + estimate > budget_mb:
-        return f"estimated {estimate:.0f} MB would pass the memory budget of {budget_mb:.0f} MB"
-    return None
 
 
 def _memory_model(bundle: ModelBundle) -> ModelMemory | None:
