@@ -52,7 +52,7 @@ def test_run_tei_writes_env_profile_and_compose(tmp_path, tiny_model_dir, worklo
     assert profile["metrics"]["p95_ms"] <= profile["metrics"]["baseline_p95_ms"]
     assert profile["metrics"]["speedup_p95"] >= 1.0
     assert set(profile["config"]) == {"batch_size", "intra_op_threads", "length_sort", "precision", "mem_arena",
-                                      "graph", "spinning"}
+                                      "graph", "spinning", "workers"}
     assert profile["target"] == "tei" and profile["model"]["dir"] is None
     assert profile["search"]["trials"] >= 5 and profile["search"]["history"][0]["batch_size"] == 9
     raw = profile_path.read_text()

@@ -159,7 +159,7 @@ def test_resuming_never_remeasures_a_configuration(tmp_path, tiny_model_dir, wor
     assert status == ExitStatus.OK, err
     assert "6 trials (3 resumed" in text
     history = yaml.safe_load((out / "p" / "r.yaml").read_text())["search"]["history"]
-    keys = ("batch_size", "intra_op_threads", "length_sort", "precision", "mem_arena")
+    keys = ("batch_size", "intra_op_threads", "length_sort", "precision", "mem_arena", "graph", "spinning", "workers")
     measured = [tuple(t[k] for k in keys) for t in history if t.get("duplicate_of") is None]
     assert len(measured) == len(set(measured))
     first, later = history[:3], history[3:]

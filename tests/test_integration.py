@@ -24,21 +24,24 @@ def _autotune(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
                           timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
-def _tune(work: Path, *extra: str) -> Path:
+def _tune(work: Path, *extra: str, env: str = "") -> Path:
     lines = (ROOT / "examples" / "queries.jsonl").read_text().splitlines()[:3]
     (work / "queries.jsonl").write_text("\n".join(lines) + "\n")
-    (work / ".env").write_text("HINDSIGHT_DB_PASSWORD=hunter2\n")
+    (work / ".env").write_text("HINDSIGHT_DB_PASSWORD=hunter2\n" + env)
     result = _autotune("run", "--workload", "queries.jsonl", "--trials", "6", "--repeats", "1",
                        "--final-rounds", "2", *extra, cwd=work)
     assert result.returncode == 0, result.stderr
     assert "hunter2" not in result.stdout + result.stderr
     assert "rankings are not meaningful" in result.stdout
+    (work / "run.out").write_text(result.stdout + result.stderr)
     return work
 
 
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _tune(tmp_path_factory.mktemp("user-tei"), "--target", "tei")
+    # the user's own TEI_MAX_CONCURRENT: the search runs under it, and the block leaves it to them
+    return _tune(tmp_path_factory.mktemp("user-tei"), "--target", "tei",
+                 env="HINDSIGHT_API_RERANKER_TEI_MAX_CONCURRENT=3\n")
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +97,29 @@ def test_run_for_the_tei_sidecar(tuned):
     assert "HINDSIGHT_API_RERANKER_PROVIDER=tei" in env
     assert (tuned / "compose.autotune.yaml").exists()
     _check(tuned)
+
+
+def test_the_tei_run_tunes_under_hindsights_load_and_sizes_its_client(tuned):
+    from autotune.outputs.envfile import managed_values
+
+    profile = yaml.safe_load(next((tuned / "profiles").glob("*.yaml")).read_text())
+    out = (tuned / "run.out").read_text()
+    load = profile["load"]
+    assert load["concurrency"] == 3 and "under 3 concurrent recalls" in out
+    assert set(load["throughput_pairs_per_s"]) == {"1", "3"} and load["p95_ms_single"] > 0
+    assert load["p95_ms_loaded"] == profile["metrics"]["p95_ms"]
+    block = managed_values(tuned / ".env")
+    assert "HINDSIGHT_API_RERANKER_TEI_MAX_CONCURRENT" not in block  # the user's value is kept
+    assert "HINDSIGHT_API_RERANKER_TEI_MAX_CONCURRENT is already set outside" in out
+    assert int(block["HINDSIGHT_API_RERANKER_TEI_HTTP_TIMEOUT"]) >= 30
+    assert block["AUTOTUNE_WORKERS"] == str(profile["config"]["workers"])
+    config, usable = profile["config"], profile["host"]["cores"]["usable"]
+    assert config["workers"] * (config["intra_op_threads"] or usable) <= usable
+    assert "unsafe" not in out  # 3 in flight fit in the measured time-out
+    compose = yaml.safe_load((tuned / "compose.autotune.yaml").read_text())
+    reranker = compose["services"]["reranker"]
+    assert reranker["cpus"] == profile["host"]["cores"]["usable"]
+    assert "autotune check --profile" in " ".join(reranker["command"])
 
 
 def test_serve_what_run_wrote(tuned):

@@ -21,7 +21,7 @@ from autotune.search.measure import interleaved
 from autotune.search.stats import per_query_medians, percentile
 from autotune.workload.queries import Workload
 
-KNOBS = ("batch_size", "intra_op_threads", "length_sort", "precision", "mem_arena", "graph", "spinning")
+KNOBS = ("batch_size", "intra_op_threads", "length_sort", "precision", "mem_arena", "graph", "spinning", "workers")
 
 
 NOISE_FLOOR = 0.03  # below this a difference is never called real, however the rounds agree

@@ -51,6 +51,9 @@ def add_parser(sub: Any) -> None:
                    help="onnx: truncate pairs here, up to the model's positions (Hindsight's ONNX_MAX_TOKENS; "
                         "default 512 or the model's limit); the parity reference uses the same length")
     p.add_argument("--max-threads", type=positive_int, help="cap intra-op threads (default: usable cores)")
+    p.add_argument("--concurrency", type=positive_int, default=None,
+                   help="tei: time each candidate under this many concurrent recalls, queueing included "
+                        "(default: HINDSIGHT_API_RERANKER_TEI_MAX_CONCURRENT set in --env-file, else Hindsight's 8)")
     p.add_argument("--storage", help="Optuna storage URL (default: a journal file in the state dir)")
     p.add_argument("--fresh", action="store_true", help="discard the stored study and start over")
     p.add_argument("--wait-quiet", type=finite_float, default=0.0, metavar="SECONDS",
@@ -98,7 +101,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                       compose_file=None if args.no_compose else args.compose_file, target=args.target,
                       model_out=args.model_out, model_path_in_container=args.model_path_in_container,
                       accept_mismatch=args.accept_mismatch, wait_quiet_s=args.wait_quiet,
-                      write_baseline=args.write_baseline, max_tokens=args.max_tokens)
+                      write_baseline=args.write_baseline, max_tokens=args.max_tokens,
+                      concurrency=args.concurrency)
     with TrialProgress(settings.trials, err) as progress:
         outcome = tune(opts, progress=progress.update, on_stage=progress.stage)
     print(format_result(outcome.result), file=out)
@@ -118,6 +122,14 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     print(f"wrote {len(outcome.env.written_keys)} keys into the autotune block of {args.env_file}", file=out)
     for key in outcome.env.user_keys_kept:
         print(f"note: {key} is already set outside the autotune block; kept yours, not written", file=out)
+    load = outcome.result.load
+    if load is not None:
+        through = ", ".join(f"{v:.0f} at {k}" for k, v in load["throughput_pairs_per_s"].items())
+        print(f"under load: p95 {load['p95_ms_loaded']:.0f} ms at {load['concurrency']} concurrent recalls, "
+              f"{load['p95_ms_single']:.0f} ms alone; pairs/s {through}", file=out)
+        print(f"chose {load['choice']}", file=out)
+        if load["unsafe_user_values"]:
+            print(f"warning: {load['unsafe_user_values']}", file=out)
     if outcome.compose_path:
         print(f"wrote {outcome.compose_path}: docker compose -f docker-compose.yaml -f {outcome.compose_path} up -d",
               file=out)

@@ -22,13 +22,24 @@ HEADER = (
 
 
 def compose_override(*, profile_dir: Path, env_file: Path, hindsight_service: str = "hindsight",
-                     network: str = "hindsight-net", port: int = 8080) -> dict[str, Any]:
+                     network: str = "hindsight-net", port: int = 8080, cpus: int | None = None,
+                     profile_file: str | None = None) -> dict[str, Any]:
+    """`cpus` holds the reranker to the cores it was tuned for, so its thread counts hold under load;
+    with `profile_file`, `autotune check` compares the container with the profile at start (its drift
+    lines go to the log) before serving."""
     env_name = _relative(env_file)
+    serve = f"autotune serve --host 0.0.0.0 --port {port}"
+    command: list[str] = serve.split()
+    if profile_file is not None:
+        command = ["sh", "-c", f"autotune check --profile /app/profiles/{profile_file} "
+                               f"|| echo 'autotune: serving anyway; rerun autotune run for this host' >&2; "
+                               f"exec {serve}"]
     return {
         "services": {
             "reranker": {
                 "image": "${AUTOTUNE_IMAGE:-autotune-reranker:latest}",
-                "command": ["autotune", "serve", "--host", "0.0.0.0", "--port", str(port)],
+                "command": command,
+                **({"cpus": cpus} if cpus is not None else {}),
                 "env_file": [env_name],
                 "environment": {"AUTOTUNE_CACHE_DIR": "/cache"},
                 "volumes": [f"./{_relative(profile_dir)}:/app/profiles:ro", "autotune-cache:/cache"],
@@ -68,9 +79,11 @@ def _relative(path: Path) -> str:
 
 
 def render_compose(*, profile_dir: Path, env_file: Path, hindsight_service: str = "hindsight", target: str = "tei",
-                   model_dir: Path | None = None, model_path_in_container: str | None = None) -> str:
+                   model_dir: Path | None = None, model_path_in_container: str | None = None,
+                   cpus: int | None = None, profile_file: str | None = None) -> str:
     if target == "tei":
-        data = compose_override(profile_dir=profile_dir, env_file=env_file, hindsight_service=hindsight_service)
+        data = compose_override(profile_dir=profile_dir, env_file=env_file, hindsight_service=hindsight_service,
+                                cpus=cpus, profile_file=profile_file)
         return HEADER + yaml.safe_dump(data, sort_keys=False)
     if model_dir is None or model_path_in_container is None:
         raise ValueError("an in-process target's override needs the model directory and its container path")

@@ -33,6 +33,9 @@ def check_profile(profile: dict[str, Any], host: HostInfo, *, env_file: Path | N
     if config.intra_op_threads > host.cores.usable:
         drifts.append(f"profile uses {config.intra_op_threads} intra-op threads; only {host.cores.usable} "
                       f"cores are usable here: {ADVICE}")
+    elif config.workers > 1 and config.workers * (config.intra_op_threads or usable or 1) > host.cores.usable:
+        drifts.append(f"profile serves {config.workers} workers x {config.intra_op_threads or 'all'} threads; only "
+                      f"{host.cores.usable} cores are usable here: {ADVICE}")
     ort = recorded.get("onnxruntime")
     if ort and ort != host.onnxruntime:
         drifts.append(f"profile was measured with onnxruntime {ort}; this host has {host.onnxruntime}: {ADVICE}")

@@ -111,3 +111,11 @@ def managed_values(path: Path) -> dict[str, str]:
     lines = split_lines(text)
     span = _block_span(lines)
     return {} if span is None else parse_env("".join(lines[span[0] + 1:span[1]]))
+
+
+def user_values(text: str) -> dict[str, str]:
+    """The keys the user set outside autotune's block: they win over anything autotune would write."""
+    lines = split_lines(text)
+    span = _block_span(lines)
+    outside = lines if span is None else lines[:span[0]] + lines[span[1] + 1:]
+    return parse_env("".join(outside))

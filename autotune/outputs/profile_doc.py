@@ -45,6 +45,7 @@ def build_profile(*, name: str, target: Target, result: SearchResult, host: Host
             "measured": "finalists and baseline re-measured interleaved in one run; per-query medians",
         },
         "memory": result.memory,
+        "load": result.load,
         "parity": {**(winner.parity.to_dict() if winner.parity else {}), "int8_vs_fp32": int8_sample},
         "search": {
             "study": result.study_name,

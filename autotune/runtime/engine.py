@@ -7,6 +7,7 @@ measured is what is served.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -35,8 +36,11 @@ class EngineConfig:
     mem_arena: bool = True  # onnxruntime's CPU arena: faster reuse, but it never gives memory back
     graph: str = "plain"
     spinning: bool = True  # idle intra-op threads busy-wait (fast hand-off) or sleep (kind to a shared host)
+    workers: int = 1  # requests served at once, each by its own session (the `tei` sidecar's AUTOTUNE_WORKERS)
 
     def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise OptionsError(f"workers must be at least 1, got {self.workers}")
         if self.batch_size < 1:
             raise OptionsError(f"batch size must be at least 1, got {self.batch_size}")
         if self.intra_op_threads < 0:
@@ -50,14 +54,15 @@ class EngineConfig:
         threads = "default" if self.intra_op_threads == 0 else str(self.intra_op_threads)
         extras = "".join((" arena=off" if not self.mem_arena else "",
                           " fused" if self.graph == "fused" else "",
-                          " spin=off" if not self.spinning else ""))
+                          " spin=off" if not self.spinning else "",
+                          f" workers={self.workers}" if self.workers > 1 else ""))
         return (f"bs={self.batch_size} threads={threads} sort={'on' if self.length_sort else 'off'} "
                 f"{self.precision}{extras}")
 
     def to_dict(self) -> dict[str, object]:
         return {"batch_size": self.batch_size, "intra_op_threads": self.intra_op_threads,
                 "length_sort": self.length_sort, "precision": self.precision, "mem_arena": self.mem_arena,
-                "graph": self.graph, "spinning": self.spinning}
+                "graph": self.graph, "spinning": self.spinning, "workers": self.workers}
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> EngineConfig:
@@ -65,7 +70,7 @@ class EngineConfig:
         return cls(batch_size=int(data["batch_size"]), intra_op_threads=int(data["intra_op_threads"]),  # type: ignore[call-overload]
                    length_sort=bool(data["length_sort"]), precision=str(data["precision"]),
                    mem_arena=bool(data.get("mem_arena", True)), graph=str(data.get("graph", "plain")),
-                   spinning=bool(data.get("spinning", True)))
+                   spinning=bool(data.get("spinning", True)), workers=int(data.get("workers", 1)))  # type: ignore[call-overload]
 
 
 SORT_KEYS = ("tokens", "chars_desc", "chars_asc")
@@ -104,6 +109,14 @@ class EngineTraits:
 
 BASELINE = EngineConfig(batch_size=HINDSIGHT_DEFAULT_BATCH, intra_op_threads=0, length_sort=False, precision="fp32")
 REFERENCE = EngineConfig(batch_size=1, intra_op_threads=0, length_sort=False, precision="fp32")
+
+
+class Cancelled(Exception):
+    """The caller gave up (its client disconnected): scoring stopped between batches."""
+
+    def __init__(self, inference_s: float) -> None:
+        super().__init__("cancelled")
+        self.inference_s = inference_s  # spent before the stop, for nobody
 
 
 @dataclass
@@ -175,7 +188,10 @@ class RerankEngine:
                 f"{backend.vocab_rows} rows: tokenizer.json does not match model.onnx"
             )
 
-    def score(self, query: str, documents: list[str], *, tokenizer: PairTokenizer | None = None) -> ScoreResult:
+    def score(self, query: str, documents: list[str], *, tokenizer: PairTokenizer | None = None,
+              should_stop: Callable[[], bool] | None = None) -> ScoreResult:
+        """Scores in the caller's order. `should_stop` is asked before each batch; when it answers true,
+        `Cancelled` is raised, so no more inference is spent on an answer nobody will read."""
         start = time.perf_counter()
         tok = tokenizer or self.tokenizer
         encodings = tok.encode(query, documents)
@@ -187,6 +203,8 @@ class RerankEngine:
         inference = 0.0
         real = padded = 0
         for idx in plan_batches(order, lengths, self.batch_size, self.max_batch_tokens):
+            if should_stop is not None and should_stop():
+                raise Cancelled(inference)
             batch = tok.pad([encodings[i] for i in idx], self.backend.input_names)
             rows = self.backend.vocab_rows
             if rows is not None and int(batch.feeds["input_ids"].max()) >= rows:
@@ -234,3 +252,13 @@ class ScoringPool(Protocol):
     def release(self) -> None:
         """Free what the pool holds between measurements (sessions, arenas)."""
         ...
+
+
+def engines_for(pool: ScoringPool, config: EngineConfig) -> list[Scoring]:
+    """One scorer per worker, each on its own session (pools without workers serve one)."""
+    if config.workers == 1:
+        return [pool.engine(config)]
+    serving = getattr(pool, "serving", None)
+    if serving is None:
+        raise OptionsError(f"{type(pool).__name__} cannot serve {config.workers} workers")
+    return list(serving(config))

@@ -49,6 +49,20 @@ class EnginePool:
         """
         return replace(config, intra_op_threads=self.traits.threads(config), spinning=self.traits.spins(config))
 
+    def serving(self, config: EngineConfig) -> list[RerankEngine]:
+        """One engine per worker: the first on the pooled session, the others on sessions of their own
+        (freed with the engines), since one session's intra-op pool would serialize them."""
+        engines = [self.engine(config)]
+        for _ in range(config.workers - 1):
+            engines.append(self._engine(self._new_backend(config), config))
+        return engines
+
+    def _new_backend(self, config: EngineConfig) -> Backend:
+        run = self.effective(config)
+        dtype = "float32" if config.precision == "fp32" else "int8"
+        return OrtBackend(self.model_path(config), threads=run.intra_op_threads, dtype=dtype,
+                          spinning=run.spinning, mem_arena=config.mem_arena)
+
     def backend(self, config: EngineConfig) -> Backend:
         run = self.effective(config)
         key = (run.precision, run.graph, run.intra_op_threads, run.mem_arena, run.spinning)
@@ -56,9 +70,7 @@ class EnginePool:
             if len(self._backends) >= self._max_sessions:  # bound memory: each session holds its own peak
                 self._backends.pop(next(iter(self._backends)))
                 gc.collect()
-            dtype = "float32" if config.precision == "fp32" else "int8"
-            self._backends[key] = OrtBackend(self.model_path(config), threads=run.intra_op_threads, dtype=dtype,
-                                             spinning=run.spinning, mem_arena=config.mem_arena)
+            self._backends[key] = self._new_backend(config)
         return self._backends[key]
 
     def release(self) -> None:
@@ -67,6 +79,9 @@ class EnginePool:
         gc.collect()
 
     def engine(self, config: EngineConfig) -> RerankEngine:
-        return RerankEngine(self.backend(config), self.tokenizer, batch_size=config.batch_size,
+        return self._engine(self.backend(config), config)
+
+    def _engine(self, backend: Backend, config: EngineConfig) -> RerankEngine:
+        return RerankEngine(backend, self.tokenizer, batch_size=config.batch_size,
                             length_sort=config.length_sort, sort_key=self.traits.sort_key,
                             max_batch_tokens=self.traits.max_batch_tokens)

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import optuna
 from optuna.trial import TrialState
 
 from autotune.runtime.engine import EngineConfig, ScoringPool
-from autotune.search.measure import interleaved
+from autotune.search.measure import Load, PassTimer, interleaved_passes
 from autotune.search.parity import ParityReport
 from autotune.search.space import SearchSpace
 from autotune.search.stats import Latency, noise_warnings, per_query_medians, percentile, relative_spread
 from autotune.search.study import PARAMS, TrialRecord, config_of, is_feasible
-from autotune.workload.queries import Workload
+from autotune.workload.queries import Query, Workload
 
 if TYPE_CHECKING:
     from autotune.search.prechecks import Dropped
@@ -29,6 +31,8 @@ class Finalist:
     round_p95_ms: list[float]
     parity: ParityReport | None
     is_baseline: bool = False
+    single: Latency | None = None  # one query at a time, when `latency` was measured under load
+    throughput: dict[int, float] = field(default_factory=dict)  # pairs per second, by concurrency
 
 
 @dataclass
@@ -48,6 +52,7 @@ class SearchResult:
     baseline_skipped: str | None = None  # why the baseline was not raced
     candidate_cap: dict[str, Any] | None = None  # the .env's MAX_TOKENS_PER_CANDIDATE, applied to the replay
     phases_s: dict[str, float] = field(default_factory=dict)  # measuring time: search, refine, race
+    load: dict[str, Any] | None = None  # the tei sidecar under concurrent recalls, and its client keys
 
     @property
     def measuring_s(self) -> float:
@@ -86,17 +91,44 @@ def finalists_from(study: optuna.Study, space: SearchSpace, k: int, *, first: En
 
 
 def rerace(pool: ScoringPool, workload: Workload, configs: Sequence[EngineConfig], rounds: int,
-           *, baseline_first: bool = True) -> list[Finalist]:
+           *, baseline_first: bool = True, load: Load | None = None) -> list[Finalist]:
     """Measure configurations interleaved (A B C A B C ...), rotating the order each round; the first
-    is the baseline unless `baseline_first` is false."""
-    passes = interleaved([pool.engine(c).score for c in configs], workload.queries, rounds)
+    is the baseline unless `baseline_first` is false.
+
+    Under a load of several concurrent recalls, each configuration is also timed one query at a time
+    in the same rounds: the profile reports both, and the throughput at 1 and at the load's concurrency.
+    """
+    load = load or Load()
+    loads = [load] if load.concurrency == 1 else [load, Load()]
+    walls: dict[tuple[int, int], list[float]] = {}
+    timers: list[PassTimer] = []
+    for li, each in enumerate(loads):
+        for ci, config in enumerate(configs):
+            timers.append(_walled(each.timer(pool, config), len(workload.queries), walls.setdefault((li, ci), [])))
+    passes = interleaved_passes(timers, workload.queries, rounds)
+    pairs = sum(len(q.documents) for q in workload.queries)
     out = []
     for i, config in enumerate(configs):
-        medians = per_query_medians(passes[i])
-        rounds_p95 = [percentile(p, 95) * 1000.0 for p in passes[i]]
-        out.append(Finalist(config, Latency.from_seconds(medians), rounds_p95, None,
-                            is_baseline=baseline_first and i == 0))
+        mine = passes[i]
+        alone = passes[len(configs) + i] if len(loads) > 1 else mine
+        rounds_p95 = [percentile(p, 95) * 1000.0 for p in mine]
+        throughput = {each.concurrency: pairs / float(np.median(walls[(li, i)])) for li, each in enumerate(loads)}
+        out.append(Finalist(config, Latency.from_seconds(per_query_medians(mine)), rounds_p95, None,
+                            is_baseline=baseline_first and i == 0,
+                            single=Latency.from_seconds(per_query_medians(alone)) if len(loads) > 1 else None,
+                            throughput=throughput))
     return out
+
+
+def _walled(timer: PassTimer, full: int, walls: list[float]) -> PassTimer:
+    """The timer, keeping each whole pass's wall time (for throughput; warm-up passes are shorter)."""
+    def timed(queries: Sequence[Query]) -> list[float]:
+        started = time.perf_counter()
+        seconds = timer(queries)
+        if len(queries) == full:
+            walls.append(time.perf_counter() - started)
+        return seconds
+    return timed
 
 
 def choose(finalists: list[Finalist]) -> tuple[Finalist, list[str]]:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import itertools
+import queue
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from autotune.runtime.engine import ScoreResult, Scoring
+from autotune.runtime.engine import EngineConfig, ScoreResult, Scoring, ScoringPool, engines_for
 from autotune.workload.queries import Query
 
 Scorer = Callable[[str, list[str]], object]
+PassTimer = Callable[[Sequence[Query]], list[float]]  # one pass over queries: each one's seconds
 
 
 @dataclass
@@ -27,21 +31,91 @@ class Pass:
 
 
 def replay(engine: Scoring, queries: Sequence[Query], *, keep_scores: bool = False) -> Pass:
-    seconds: list[float] = []
-    scores: list[np.ndarray] = []
-    lengths: list[list[int]] = []
-    inference = 0.0
-    real = padded = 0
-    for q in queries:
-        result: ScoreResult = engine.score(q.query, q.documents)
-        seconds.append(result.total_s)
-        lengths.append(result.lengths)
-        inference += result.inference_s
-        real += result.real_tokens
-        padded += result.padded_tokens
-        if keep_scores:
-            scores.append(result.scores)
-    return Pass(seconds, scores, inference, real, padded, lengths)
+    """One query at a time, as a lone recall sees the reranker."""
+    results = [engine.score(q.query, q.documents) for q in queries]
+    return _pass(results, [r.total_s for r in results], keep_scores)
+
+
+def replay_loaded(engines: Sequence[Scoring], queries: Sequence[Query], concurrency: int, *,
+                  keep_scores: bool = False) -> Pass:
+    """`concurrency` closed-loop clients, each sending the next query as soon as its last one is answered,
+    served first come first served by one thread per engine (a worker with its own session).
+
+    Each query's seconds run from its submission to its answer, so they include the wait in the queue:
+    what a recall sees when others reranked at the same moment. All clients start at once, as a burst.
+    """
+    jobs: queue.SimpleQueue[tuple[int, float, threading.Event] | None] = queue.SimpleQueue()
+    results: list[ScoreResult | None] = [None] * len(queries)
+    seconds = [0.0] * len(queries)
+    failures: list[BaseException] = []
+    counter = itertools.count()
+    lock = threading.Lock()
+
+    def work(engine: Scoring) -> None:
+        while (job := jobs.get()) is not None:
+            i, submitted, done = job
+            try:
+                if not failures:
+                    results[i] = engine.score(queries[i].query, queries[i].documents)
+            except BaseException as exc:  # re-raised in the caller, after every thread has stopped
+                failures.append(exc)
+            seconds[i] = time.perf_counter() - submitted
+            done.set()
+
+    def client() -> None:
+        while True:
+            with lock:
+                i = next(counter)
+            if i >= len(queries) or failures:
+                return
+            done = threading.Event()
+            jobs.put((i, time.perf_counter(), done))
+            done.wait()
+
+    workers = [threading.Thread(target=work, args=(e,), daemon=True) for e in engines]
+    clients = [threading.Thread(target=client, daemon=True) for _ in range(max(1, concurrency))]
+    for t in workers + clients:
+        t.start()
+    for t in clients:
+        t.join()
+    for _ in workers:
+        jobs.put(None)
+    for t in workers:
+        t.join()
+    if failures:
+        raise failures[0]
+    return _pass([r for r in results if r is not None], seconds, keep_scores)
+
+
+def _pass(results: Sequence[ScoreResult], seconds: list[float], keep_scores: bool) -> Pass:
+    return Pass(seconds, [r.scores for r in results] if keep_scores else [],
+                sum(r.inference_s for r in results), sum(r.real_tokens for r in results),
+                sum(r.padded_tokens for r in results), [r.lengths for r in results])
+
+
+@dataclass(frozen=True)
+class Load:
+    """How a configuration is driven while it is timed: one query at a time (1), or as a server under
+    `concurrency` simultaneous recalls, with as many workers as the configuration has."""
+
+    concurrency: int = 1
+
+    def runner(self, pool: ScoringPool, config: EngineConfig) -> Callable[..., Pass]:
+        """`runner(queries, keep_scores=False)` replays them; the sessions are made now, once."""
+        if self.concurrency == 1 and config.workers == 1:
+            engine = pool.engine(config)
+            return lambda queries, keep_scores=False: replay(engine, queries, keep_scores=keep_scores)
+        engines = engines_for(pool, config)
+        return lambda queries, keep_scores=False: replay_loaded(engines, queries, self.concurrency,
+                                                                keep_scores=keep_scores)
+
+    def timer(self, pool: ScoringPool, config: EngineConfig) -> PassTimer:
+        """Times one pass; the sessions are made now, outside any timed pass."""
+        if self.concurrency == 1 and config.workers == 1:
+            score = pool.engine(config).score
+            return lambda queries: time_queries(score, queries)
+        run = self.runner(pool, config)
+        return lambda queries: run(queries).seconds
 
 
 def warm_up(engine: Scoring, queries: Sequence[Query], n: int = 2) -> None:
@@ -77,17 +151,23 @@ def time_queries(score: Scorer, queries: Sequence[Query]) -> list[float]:
 
 def interleaved(scorers: Sequence[Scorer], queries: Sequence[Query], rounds: int,
                 warmup_queries: int = 2) -> list[list[list[float]]]:
-    """A B C A B C ...: each round replays the workload once per scorer, rotating who goes first.
+    """`interleaved_passes` for scorers timed one query at a time."""
+    return interleaved_passes([lambda qs, s=s: time_queries(s, qs) for s in scorers], queries, rounds,
+                              warmup_queries)
 
-    Returns passes[scorer][round][query] in seconds. Side by side in one process, so a
+
+def interleaved_passes(timers: Sequence[PassTimer], queries: Sequence[Query], rounds: int,
+                       warmup_queries: int = 2) -> list[list[list[float]]]:
+    """A B C A B C ...: each round replays the workload once per contender, rotating who goes first.
+
+    Returns passes[contender][round][query] in seconds. Side by side in one process, so a
     machine that slows down mid-run slows every contender alike.
     """
-    for score in scorers:
-        for q in queries[:warmup_queries]:
-            score(q.query, q.documents)
-    passes: list[list[list[float]]] = [[] for _ in scorers]
-    n = len(scorers)
+    for timer in timers:
+        timer(queries[:warmup_queries])
+    passes: list[list[list[float]]] = [[] for _ in timers]
+    n = len(timers)
     for r in range(rounds):
         for i in [(r + k) % n for k in range(n)]:
-            passes[i].append(time_queries(scorers[i], queries))
+            passes[i].append(timers[i](queries))
     return passes

@@ -18,7 +18,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune.runtime.engine import EngineConfig, ScoringPool, plan_batches
-from autotune.search.measure import replay, warm_up
+from autotune.search.measure import Load
 from autotune.search.memory import ModelMemory, PeakRss, rss_mb
 from autotune.search.parity import compare
 from autotune.search.space import SearchSettings, SearchSpace
@@ -53,8 +53,10 @@ class Objective:
 
     def __init__(self, pool: ScoringPool, workload: Workload, reference: list[np.ndarray],
                  space: SearchSpace, settings: SearchSettings, *, memory_budget_mb: float | None = None,
-                 memory_model: ModelMemory | None = None, lengths: Sequence[Sequence[int]] | None = None) -> None:
+                 memory_model: ModelMemory | None = None, lengths: Sequence[Sequence[int]] | None = None,
+                 load: Load | None = None) -> None:
         self.pool, self.workload, self.reference = pool, workload, reference
+        self.load = load or Load()
         self.space, self.settings = space, settings
         self.memory_budget_mb = memory_budget_mb
         self.memory_model, self.lengths = memory_model, lengths
@@ -72,6 +74,12 @@ class Objective:
             for key, value in earlier.constraints.items():
                 trial.set_constraint(key, value)
             return float(earlier.value)  # type: ignore[arg-type]
+        if not self.space.fits(config):  # never measured: the workers would fight over the cores
+            trial.set_constraint("memory", 0.0)
+            trial.set_constraint("parity", 1.0)
+            trial.set_user_attr("rejected", f"{config.workers} workers x {config.intra_op_threads or 'all'} "
+                                            f"threads need more than the {self.space.core_budget} usable cores")
+            return math.inf
         estimate = self.estimate_mb(config)
         if estimate is not None:
             trial.set_user_attr("estimated_mb", round(estimate, 1))
@@ -93,9 +101,9 @@ class Objective:
         return value
 
     def _measure(self, trial: optuna.Trial, config: EngineConfig) -> float:
-        engine = self.pool.engine(config)
+        run = self.load.runner(self.pool, config)
         queries = self.workload.queries
-        warm_up(engine, [queries[i] for i in self.order[:2]])
+        run([queries[i] for i in self.order[:2]])  # warm-up: arenas, thread pools
         medians: dict[int, float] = {}
         scores: dict[int, np.ndarray] = {}
         real = padded = 0
@@ -105,7 +113,7 @@ class Objective:
             subset = [queries[i] for i in batch]
             passes = []
             for r in range(self.settings.repeats):
-                result = replay(engine, subset, keep_scores=r == 0)
+                result = run(subset, keep_scores=r == 0)
                 passes.append(result.seconds)
                 if r == 0:
                     scores.update(zip(batch, result.scores, strict=True))
@@ -143,14 +151,15 @@ class Objective:
         return f"estimated {estimate:.0f} MB would pass the memory budget of {self.memory_budget_mb:.0f} MB"
 
     def estimate_mb(self, config: EngineConfig) -> float | None:
-        """One session with this configuration's largest batch, from the workload's real pair lengths."""
+        """A session per worker, each with this configuration's largest batch, from the workload's real pair
+        lengths (the workers may all hold their largest batch at once)."""
         if self.memory_model is None or self.lengths is None:
             return None
         shapes = [shape for lengths in self.lengths
                   for shape in batch_shapes(lengths, config.batch_size, config.length_sort,
                                             getattr(getattr(self.pool, "traits", None), "max_batch_tokens", None))]
         rows, longest = max(shapes, key=lambda s: self.memory_model.batch_mb(*s))  # type: ignore[union-attr]
-        return self.memory_model.session_mb(rows, longest)
+        return config.workers * self.memory_model.session_mb(rows, longest)
 
     def _measured(self, trial: optuna.Trial, config: EngineConfig) -> FrozenTrial | None:
         """A finished trial that ran the same effective configuration (0 threads resolved, and so on)."""

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from autotune.runtime.engine import EngineConfig, ScoringPool
-from autotune.search.measure import interleaved, replay
+from autotune.search.measure import Load, interleaved_passes, replay
 from autotune.search.parity import Tolerance, compare
 from autotune.search.space import SearchSpace
 from autotune.search.stats import per_query_medians, percentile, relative_spread
@@ -77,6 +77,7 @@ class Refiner:
     max_steps: int = 6
     deadline: float | None = None  # time.monotonic() value
     admissible: Callable[[EngineConfig], str | None] = lambda _config: None  # a reason to skip, or None
+    load: Load = field(default_factory=Load)  # how each contender is driven while timed
 
     def climb(self, start: EngineConfig) -> RefineResult:
         result = RefineResult(start, start)
@@ -112,7 +113,8 @@ class Refiner:
         if not to_run:
             return RefineStep(incumbent, float("nan"), MIN_GAIN, skipped, None)
         configs = [incumbent, *to_run]
-        passes = interleaved([self.pool.engine(c).score for c in configs], self.workload.queries, self.rounds)
+        passes = interleaved_passes([self.load.timer(self.pool, c) for c in configs], self.workload.queries,
+                                    self.rounds)
         p95 = [percentile(per_query_medians(p), 95) * 1000.0 for p in passes]
         rounds = [[percentile(r, 95) for r in p] for p in passes]
         spreads = [relative_spread(r) for r in rounds]

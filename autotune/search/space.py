@@ -26,6 +26,8 @@ class SearchSpace:
     mem_arena: tuple[bool, ...] = (True,)
     graphs: tuple[str, ...] = ("plain",)
     spinning: tuple[bool, ...] = (True,)
+    workers: tuple[int, ...] = (1,)
+    core_budget: int | None = None  # workers x threads (0 threads: all of them) may not pass it
     default_sort: bool = False  # what Hindsight does with this target when nobody tunes it
     default_arena: bool = True
     default_spinning: bool = True
@@ -56,7 +58,7 @@ class SearchSpace:
         if bad:
             raise OptionsError(f"unknown precision {bad[0]!r}; choose from {', '.join(PRECISIONS)}")
         # 0 is onnxruntime's own default (the baseline's); 1..usable are explicit pools.
-        return cls(batch_sizes=capped, threads=tuple(range(0, top + 1)), precisions=prec)
+        return cls(batch_sizes=capped, threads=tuple(range(0, top + 1)), precisions=prec, core_budget=usable_cores)
 
     def suggest(self, trial: optuna.Trial) -> EngineConfig:
         return EngineConfig(
@@ -67,7 +69,14 @@ class SearchSpace:
             mem_arena=bool(trial.suggest_categorical("mem_arena", list(self.mem_arena))),
             graph=str(trial.suggest_categorical("graph", list(self.graphs))),
             spinning=bool(trial.suggest_categorical("spinning", list(self.spinning))),
+            workers=int(trial.suggest_categorical("workers", list(self.workers))),
         )
+
+    def fits(self, config: EngineConfig) -> bool:
+        """Workers x intra-op threads within the usable cores: more only contend for them."""
+        if self.core_budget is None or config.workers == 1:
+            return True
+        return config.workers * (config.intra_op_threads or self.core_budget) <= self.core_budget
 
     def baseline(self) -> EngineConfig:
         """Hindsight's default, as it behaves on this workload (batch 32, capped like the rest)."""
@@ -76,19 +85,24 @@ class SearchSpace:
                             mem_arena=self.default_arena, graph="plain", spinning=self.default_spinning)
 
     def size(self) -> int:
-        return math.prod(len(values) for values in self.dimensions().values())
+        """Configurations that fit the cores (every combination, when workers is fixed)."""
+        if len(self.workers) == 1:
+            return math.prod(len(values) for values in self.dimensions().values())
+        return len(self.grid())
 
     def dimensions(self) -> dict[str, list[object]]:
         """Each knob's values, keyed by its `EngineConfig` field (and Optuna parameter) name."""
         return {"batch_size": list(self.batch_sizes), "intra_op_threads": list(self.threads),
                 "length_sort": list(self.length_sort), "precision": list(self.precisions),
-                "mem_arena": list(self.mem_arena), "graph": list(self.graphs), "spinning": list(self.spinning)}
+                "mem_arena": list(self.mem_arena), "graph": list(self.graphs), "spinning": list(self.spinning),
+                "workers": list(self.workers)}
 
     def grid(self) -> list[EngineConfig]:
         """Every configuration, for an exhaustive comparison."""
         dims = self.dimensions()
-        return [EngineConfig(**dict(zip(dims, values, strict=True)))  # type: ignore[arg-type]
-                for values in itertools.product(*dims.values())]
+        every = [EngineConfig(**dict(zip(dims, values, strict=True)))  # type: ignore[arg-type]
+                 for values in itertools.product(*dims.values())]
+        return [c for c in every if self.fits(c)]
 
     def neighbours(self, config: EngineConfig) -> list[EngineConfig]:
         """One knob changed at a time: batch size one step either way, every other value of the rest."""
@@ -103,7 +117,7 @@ class SearchSpace:
             else:
                 candidates = [v for v in values if v != current]
             out.extend(replace(config, **{knob: v}) for v in candidates)
-        return out
+        return [c for c in out if self.fits(c)]
 
     def default_trials(self) -> int:
         """Trials scale with the space: about a quarter of it, at least 12 and at most 60."""

@@ -18,7 +18,7 @@ import optuna
 from autotune.errors import OptionsError, WorkloadError
 from autotune.fileio import StagedFiles, check_writable, deferred_interrupts
 from autotune.host import HostInfo, HostProbe, default_probe, run_conditions
-from autotune.outputs.envfile import MergeResult, merge_env, parse_env, read_text_exact
+from autotune.outputs.envfile import MergeResult, merge_env, parse_env, read_text_exact, user_values
 from autotune.outputs.model_dir import StagedModel, TokenizerCheck, check_tokenizer, stage_model_dir
 from autotune.outputs.profile import (
     DEFAULT_TEI_URL,
@@ -36,8 +36,9 @@ from autotune.runtime.model import ModelBundle, resolve_model
 from autotune.runtime.sessions import EnginePool
 from autotune.runtime.targets import DEFAULT_TARGET, EnvContext, SpaceLimits, Target, get_target
 from autotune.runtime.tokenize import PairTokenizer
+from autotune.search.client_sizing import hindsight_concurrency, measure_client_sizing
 from autotune.search.finalists import Finalist, SearchResult, choose, finalists_from, rerace
-from autotune.search.measure import replay
+from autotune.search.measure import Load, replay
 from autotune.search.memory import ModelMemory, default_budget_mb, process_peak_mb, rss_mb
 from autotune.search.noise import LoadMonitor, trustworthiness, wait_quiet
 from autotune.search.objective import Objective
@@ -77,6 +78,7 @@ class RunOptions:
     wait_quiet_s: float = 0.0  # wait up to this long for the load to fall before measuring
     write_baseline: bool = False  # when nothing passes parity, write Hindsight's defaults instead of nothing
     max_tokens: int | None = None  # the onnx target's ONNX_MAX_TOKENS (default: 512 or the model's limit)
+    concurrency: int | None = None  # tei: recalls at once to tune under (default: Hindsight's TEI_MAX_CONCURRENT)
 
 
 @dataclass
@@ -116,10 +118,12 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
     stage = on_stage or (lambda _msg: None)
     workload = load_workload(opts.workload)  # all of it, before anything is measured or written
     source_sha256 = workload.sha256
+    user_env = user_values(read_text_exact(opts.env_file))
     cap = cap_from_env(parse_env(read_text_exact(opts.env_file)))
     if cap is not None:  # Hindsight cuts documents before the reranker: so does the replay
         workload = apply_cap(workload, cap)
     target = get_target(opts.target)
+    traffic = Load(_concurrency(opts, target, user_env))
     check_hindsight_version(workload, target)
     if opts.name is not None:
         check_name(opts.name)
@@ -154,7 +158,7 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
             stage(d.line())
         budget_mb = settings.max_memory_mb or default_budget_mb()
         objective = Objective(pool, workload, reference, space, settings, memory_budget_mb=budget_mb,
-                              memory_model=_memory_model(bundle), lengths=_pair_lengths(pool, workload))
+                              memory_model=_memory_model(bundle), lengths=_pair_lengths(pool, workload), load=traffic)
         study_name = (f"autotune-{target.name}-{host.fingerprint}-{bundle.sha256[:12]}-{workload.sha256[:12]}-"
                       f"{space.digest()}")
         if cap is not None:
@@ -167,8 +171,9 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
         if opts.wait_quiet_s and not wait_quiet(host.cores.usable, opts.wait_quiet_s, on_wait=waiting):
             stage(f"the host is still busy after {opts.wait_quiet_s:.0f} s: measuring anyway, and saying so")
         trials = settings.trials_for(space)
+        under = "" if traffic.concurrency == 1 else f", each timed under {traffic.concurrency} concurrent recalls"
         stage(f"searching {space.size()} configurations of the `{target.name}` target with {trials} "
-              f"trials (study {study_name})")
+              f"trials{under} (study {study_name})")
         with LoadMonitor(host.cores.usable) as monitor:
             clock = time.monotonic()
             resumed = run_study(study, objective, trials, on_trial=progress,
@@ -189,6 +194,9 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
             raise OptionsError("no configuration passed the parity gate, not even Hindsight's defaults "
                                f"({reason}): loosen the tolerances, or pass --write-baseline to write the defaults")
         winner, noise = choose(passing or finalists[:1])
+        served_load = None
+        if target.name == "tei":
+            served_load = _served_load(pool, winner, passing or finalists[:1], workload, user_env, traffic, stage)
         noise = load.warnings + noise
         if settings.final_rounds < 2:
             noise_note = "with one final round the spread cannot be judged: trustworthiness unknown (use 2 or more)"
@@ -206,7 +214,7 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
                           trials_planned=trials, elapsed_s=time.monotonic() - started,
                           baseline_skipped=baseline_skipped,
                           candidate_cap=None if cap is None else {**cap.to_dict(), "file_sha256": source_sha256},
-                          phases_s=phases)
+                          phases_s=phases, load=served_load)
     return _write_outputs(opts, target, result, host, bundle, pool, workload, space, conditions, int8_sample,
                           recording)
 
@@ -224,7 +232,7 @@ def _refine(study: optuna.Study, objective: Objective, settings: SearchSettings,
     stage(f"refining from {best.label()}: one knob at a time, interleaved, until none wins")
     refiner = Refiner(objective.pool, objective.workload, objective.space, objective.reference, settings.tolerance,
                       rounds=settings.refine_rounds, deadline=deadline,
-                      admissible=objective.over_budget)
+                      admissible=objective.over_budget, load=objective.load)
     refined = refiner.climb(best)
     for line in neighbours_summary(refined):
         stage(line)
@@ -245,7 +253,42 @@ def _race(study: optuna.Study, objective: Objective, settings: SearchSettings, s
         raise OptionsError(f"no configuration fits the memory budget of {budget:.0f} MB: raise --max-memory, "
                            "or lower --max-tokens or --batch-sizes")
     stage(f"re-measuring {len(configs)} finalists interleaved, {settings.final_rounds} rounds")
-    return rerace(pool, objective.workload, configs, settings.final_rounds, baseline_first=not skipped), skipped
+    return rerace(pool, objective.workload, configs, settings.final_rounds, baseline_first=not skipped,
+                  load=objective.load), skipped
+
+
+def _concurrency(opts: RunOptions, target: Target, user_env: dict[str, str]) -> int:
+    """The sidecar is tuned under the load Hindsight sends; the in-process targets serve one rerank at a time."""
+    if target.name != "tei":
+        if opts.concurrency not in (None, 1):
+            raise OptionsError("--concurrency applies to --target tei (the sidecar): Hindsight's in-process "
+                               "providers rerank one recall at a time")
+        return 1
+    return opts.concurrency or hindsight_concurrency(user_env)
+
+
+def _served_load(pool: ScoringPool, winner: Finalist, finalists: list[Finalist], workload: Workload,
+                 user_env: dict[str, str], load: Load, stage: Callable[[str], None]) -> dict[str, Any]:
+    """The sidecar's figures under load, the client keys they call for, and why this pick over the
+    single-query best when the two differ."""
+    sizing = measure_client_sizing(pool, winner.config, workload, user_env)
+    warning = sizing.unsafe(user_env)
+    if warning:
+        stage(warning)
+    alone = min(finalists, key=lambda f: (f.single or f.latency).p95_ms)
+    choice = f"{winner.config.label()}: the lowest p95 under {load.concurrency} concurrent recalls"
+    if load.concurrency > 1 and alone.config != winner.config:
+        choice += (f"; {alone.config.label()} is faster one query at a time "
+                   f"({(alone.single or alone.latency).p95_ms:.0f} ms against "
+                   f"{(winner.single or winner.latency).p95_ms:.0f} ms) but slower under load "
+                   f"({alone.latency.p95_ms:.0f} ms against {winner.latency.p95_ms:.0f} ms)")
+    stage(f"chose {choice}")
+    return {"concurrency": load.concurrency,
+            "p95_ms_loaded": round(winner.latency.p95_ms, 3),
+            "p95_ms_single": round((winner.single or winner.latency).p95_ms, 3),
+            "throughput_pairs_per_s": {str(k): round(v, 1) for k, v in winner.throughput.items()},
+            "choice": choice, "client": sizing.to_dict(), "client_keys": sizing.keys(),
+            "unsafe_user_values": warning}
 
 
 def _phase_left(deadline: float | None, share: float, started: float, timeout_s: float | None) -> float | None:
@@ -380,7 +423,8 @@ def _commit_outputs(opts: RunOptions, target: Target, result: SearchResult, host
     env_text = read_text_exact(opts.env_file)
     ctx = EnvContext(model_ref=model_ref, model_dir=env_model_dir, tei_url=opts.tei_url,
                      tei_batch_size=tei_batch_size(parse_env(env_text), workload.max_candidates),
-                     max_tokens=max_tokens, usable_cores=host.cores.usable)
+                     max_tokens=max_tokens, usable_cores=host.cores.usable,
+                     client_keys=(result.load or {}).get("client_keys", {}))
     keys = target.env_keys(result.winner.config, ctx)
     profile = build_profile(name=name, target=target, result=result, host=host, bundle=bundle, model_ref=model_ref,
                             workload=workload, space=space, settings=opts.settings, conditions=conditions,
@@ -399,6 +443,7 @@ def _commit_outputs(opts: RunOptions, target: Target, result: SearchResult, host
             compose_path = opts.compose_file
             files.add(compose_path, render_compose(profile_dir=opts.profile_dir, env_file=opts.env_file,
                                                    target=target.name, model_dir=model_dir,
+                                                   cpus=host.cores.usable, profile_file=path.name,
                                                    model_path_in_container=opts.model_path_in_container))
         if staged is not None:
             staged.commit()

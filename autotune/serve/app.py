@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
+import queue
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +31,16 @@ from starlette.routing import Route
 from autotune import __version__
 from autotune.errors import OptionsError
 from autotune.outputs.profile import load_profile, profile_config
-from autotune.runtime.engine import EngineConfig, EngineTraits, RerankEngine
+from autotune.runtime.engine import Cancelled, EngineConfig, EngineTraits, RerankEngine
 from autotune.runtime.model import ModelBundle, resolve_model
 from autotune.runtime.sessions import EnginePool
 from autotune.runtime.targets.tei_sidecar import TEI_MAX_BATCH_TOKENS
 from autotune.runtime.tokenize import PairTokenizer
 
-STATUS = {"Empty": 400, "Validation": 413, "Tokenizer": 422, "Backend": 424, "Overloaded": 429, "Unhealthy": 503}
+STATUS = {"Empty": 400, "Validation": 413, "Tokenizer": 422, "Backend": 424, "Overloaded": 429, "Unhealthy": 503,
+          "Disconnected": 499}  # 499: nginx's "client closed request"; nobody is left to read it
+CLIENT_TIMEOUT_KEYS = ("AUTOTUNE_CLIENT_TIMEOUT", "HINDSIGHT_API_RERANKER_TEI_HTTP_TIMEOUT")
+DEFAULT_CLIENT_TIMEOUT_S = 30.0  # Hindsight's TEI_HTTP_TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -49,8 +53,11 @@ class ServeSettings:
     max_batch_tokens: int = TEI_MAX_BATCH_TOKENS  # rows x longest per batch: bounds each batch's memory
     auto_truncate: bool = True
     raw_scores_default: bool = False  # true for Hindsight <= 0.6.2, which applies sigmoid itself
+    client_timeout_s: float = DEFAULT_CLIENT_TIMEOUT_S  # past this wait a request is refused, not queued
 
     def __post_init__(self) -> None:
+        if not (math.isfinite(self.client_timeout_s) and self.client_timeout_s > 0):
+            raise OptionsError(f"the client time-out must be a positive number of seconds, got {self.client_timeout_s}")
         for name in ("max_client_batch_size", "max_queue", "max_body_bytes", "max_batch_tokens"):
             if getattr(self, name) < 1:
                 key = {"max_client_batch_size": "AUTOTUNE_MAX_CLIENT_BATCH_SIZE", "max_queue": "AUTOTUNE_MAX_QUEUE",
@@ -60,7 +67,21 @@ class ServeSettings:
 
 def settings_from_profile(path: Path) -> ServeSettings:
     data = load_profile(path)
-    return ServeSettings(config=profile_config(data), model=str(data.get("model", {}).get("ref", "default")))
+    env = data.get("env") if isinstance(data.get("env"), dict) else {}
+    return ServeSettings(config=profile_config(data), model=str(data.get("model", {}).get("ref", "default")),
+                         client_timeout_s=client_timeout(env))
+
+
+def client_timeout(env: Mapping[str, str]) -> float:
+    """AUTOTUNE_CLIENT_TIMEOUT, else the time-out Hindsight's TEI client was given, else its default."""
+    for key in CLIENT_TIMEOUT_KEYS:
+        value = env.get(key)
+        if value not in (None, ""):
+            try:
+                return float(value)  # type: ignore[arg-type]
+            except ValueError:
+                raise OptionsError(f"{key} must be a number of seconds, got {value!r}") from None
+    return DEFAULT_CLIENT_TIMEOUT_S
 
 
 def settings_from_env(env: Mapping[str, str]) -> ServeSettings:
@@ -82,23 +103,29 @@ def settings_from_env(env: Mapping[str, str]) -> ServeSettings:
                             intra_op_threads=integer("AUTOTUNE_INTRA_OP_THREADS"),
                             length_sort=get("AUTOTUNE_LENGTH_SORT").lower() in ("true", "1"),
                             precision=get("AUTOTUNE_PRECISION"), graph=get("AUTOTUNE_GRAPH", "plain"),
-                            spinning=get("AUTOTUNE_SPINNING", "true").lower() in ("true", "1")),
+                            spinning=get("AUTOTUNE_SPINNING", "true").lower() in ("true", "1"),
+                            workers=integer("AUTOTUNE_WORKERS", "1")),
         model=get("AUTOTUNE_MODEL", "default"),
         max_client_batch_size=integer("AUTOTUNE_MAX_CLIENT_BATCH_SIZE", "1024"),
         max_queue=integer("AUTOTUNE_MAX_QUEUE", "16"),
         max_batch_tokens=integer("AUTOTUNE_MAX_BATCH_TOKENS", str(TEI_MAX_BATCH_TOKENS)),
         raw_scores_default=env.get("AUTOTUNE_RAW_SCORES", "false").lower() in ("true", "1"),
+        client_timeout_s=client_timeout(env),
     )
 
 
 class ApiError(Exception):
-    def __init__(self, error_type: str, message: str, status: int | None = None) -> None:
+    def __init__(self, error_type: str, message: str, status: int | None = None,
+                 retry_after: int | None = None) -> None:
         super().__init__(message)
         self.error_type, self.message = error_type, message
         self.status = status or STATUS[error_type]
+        self.retry_after = retry_after
 
     def response(self) -> JSONResponse:
-        return JSONResponse({"error": self.message, "error_type": self.error_type}, status_code=self.status)
+        headers = {"retry-after": str(self.retry_after)} if self.retry_after is not None else None
+        return JSONResponse({"error": self.message, "error_type": self.error_type}, status_code=self.status,
+                            headers=headers)
 
 
 class Metrics:
@@ -115,24 +142,67 @@ class Metrics:
         self.count = Counter("te_request_count", "Requests", ["method"], registry=r)
         self.success = Counter("te_request_success", "Successful requests", ["method"], registry=r)
         self.failure = Counter("te_request_failure", "Failed requests", ["err"], registry=r)
+        self.dropped = Counter("autotune_dropped_requests", "Requests dropped because their client had gone",
+                               registry=r)
+        self.abandoned_inference = Counter("autotune_abandoned_inference_seconds",
+                                           "Inference seconds spent on requests whose client had gone", registry=r)
+
+
+@dataclass
+class Job:
+    """One /rerank request, from the queue to a worker; `abandoned` is set when its client has gone."""
+
+    query: str
+    texts: list[str]
+    truncate: bool
+    direction: str
+    raw: bool
+    chars: int
+    enqueued: float
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[tuple[np.ndarray, dict[str, float]]]
+    abandoned: threading.Event = field(default_factory=threading.Event)
+
+    def resolve(self, value: tuple[np.ndarray, dict[str, float]] | None = None,
+                error: BaseException | None = None) -> None:
+        def settle() -> None:
+            if self.future.done():
+                return
+            if error is not None:
+                self.future.set_exception(error)
+            else:
+                self.future.set_result(value)  # type: ignore[arg-type]
+        self.loop.call_soon_threadsafe(settle)
 
 
 class RerankService:
-    """Loads the model off the event loop, then serializes inference on one thread."""
+    """Loads the model off the event loop, then serves one request per worker, each on its own session
+    with the thread count it was tuned for, first come first served.
+
+    Work nobody will read is never done: a request whose client disconnected is dropped before
+    inference (or between batches), and a request that would wait past the client's time-out is
+    answered 429 with `Retry-After` at once rather than queued.
+    """
 
     def __init__(self, settings: ServeSettings, *, bundle: ModelBundle | None = None, has_vnni: bool | None = None):
         self.settings = settings
         self._bundle = bundle
         self._has_vnni = has_vnni
         self.pool: EnginePool | None = None
-        self.engine: RerankEngine | None = None
+        self.engines: list[RerankEngine] = []
         self.ready = threading.Event()
         self.load_error: str | None = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="autotune-infer")
-        self._in_flight = 0
+        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._in_system: dict[int, int] = {}  # id(job) -> characters, queued or running
+        self._seconds_per_char: float | None = None  # measured service time, for the wait estimate
         self._tokenizers: dict[tuple[str, bool], PairTokenizer] = {}
         self.metrics = Metrics()
-        self.stopping = False  # set on shutdown: requests still queued answer 503 instead of running
+        self.stopping = False  # set on shutdown: requests not yet started answer 503 instead of running
+
+    @property
+    def engine(self) -> RerankEngine | None:
+        return self.engines[0] if self.engines else None
 
     def load(self) -> None:
         try:
@@ -143,10 +213,14 @@ class RerankService:
             bundle = self._bundle or resolve_model(None if self.settings.model == "default"
                                                    else Path(self.settings.model))
             self.pool = EnginePool(bundle, has_vnni=self._has_vnni,
-                                   traits=EngineTraits(max_batch_tokens=self.settings.max_batch_tokens))
-            self.engine = self.pool.engine(self.settings.config)
-            for _ in range(2):  # warm up: arenas, thread pool
-                self.engine.score("warm up", ["autotune warm-up document"] * self.settings.config.batch_size)
+                                   traits=EngineTraits(max_batch_tokens=self.settings.max_batch_tokens),
+                                   max_sessions=1)
+            self.engines = self.pool.serving(self.settings.config)
+            for engine in self.engines:
+                for _ in range(2):  # warm up: arenas, thread pool
+                    engine.score("warm up", ["autotune warm-up document"] * self.settings.config.batch_size)
+            for i, engine in enumerate(self.engines):
+                threading.Thread(target=self._work, args=(engine,), name=f"autotune-infer-{i}", daemon=True).start()
             self.ready.set()
         except Exception as exc:  # reported by /health and /info, and logged, never a crash
             self.load_error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -154,16 +228,21 @@ class RerankService:
 
             print(f"autotune serve: error: the model did not load: {self.load_error}", file=sys.stderr, flush=True)
 
+    def close(self) -> None:
+        for _ in self.engines:
+            self._jobs.put(None)
+
     def tokenizer(self, direction: str, truncate: bool) -> PairTokenizer:
         assert self.pool is not None
         key = (direction, truncate)
         if key == ("right", True):
             return self.pool.tokenizer
-        if key not in self._tokenizers:
-            b = self.pool.bundle
-            self._tokenizers[key] = PairTokenizer(b.tokenizer_path, b.max_length, direction=direction,
-                                                  truncate=truncate)
-        return self._tokenizers[key]
+        with self._lock:
+            if key not in self._tokenizers:
+                b = self.pool.bundle
+                self._tokenizers[key] = PairTokenizer(b.tokenizer_path, b.max_length, direction=direction,
+                                                      truncate=truncate)
+            return self._tokenizers[key]
 
     def info(self) -> dict[str, Any]:
         bundle = self.pool.bundle if self.pool else None
@@ -184,39 +263,98 @@ class RerankService:
             "tokenization_workers": 1,
             "version": __version__,
             "sha": None, "docker_label": None,
-            "autotune": {"config": cfg.to_dict()},
+            "autotune": {"config": cfg.to_dict(), "workers": cfg.workers,
+                         "client_timeout_s": self.settings.client_timeout_s},
         }
 
-    async def rerank(self, query: str, texts: list[str], *, truncate: bool, direction: str,
-                     raw: bool) -> tuple[np.ndarray, dict[str, float]]:
-        if self._in_flight >= self.settings.max_queue:
-            raise ApiError("Overloaded", "Model is overloaded")
-        self._in_flight += 1
-        self.metrics.queue_size.set(self._in_flight)
-        enqueued = time.perf_counter()
-        try:
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._executor, self._score, query, texts, truncate, direction, raw,
-                                              enqueued)
-        finally:
-            self._in_flight -= 1
-            self.metrics.queue_size.set(self._in_flight)
+    def estimated_wait_s(self, chars: int) -> float | None:
+        """Until this request would be answered: the work ahead shared by the workers, then its own."""
+        rate = self._seconds_per_char
+        if rate is None:
+            return None
+        with self._lock:
+            ahead = sum(self._in_system.values())
+        return rate * (ahead / self.settings.config.workers + chars)
 
-    def _score(self, query: str, texts: list[str], truncate: bool, direction: str, raw: bool,
-               enqueued: float) -> tuple[np.ndarray, dict[str, float]]:
+    async def rerank(self, query: str, texts: list[str], *, truncate: bool, direction: str, raw: bool,
+                     disconnected: Callable[[], Awaitable[None]] | None = None
+                     ) -> tuple[np.ndarray, dict[str, float]]:
+        chars = len(query) * len(texts) + sum(len(t) for t in texts)
+        if len(self._in_system) >= self.settings.max_queue:
+            raise ApiError("Overloaded", "Model is overloaded", retry_after=1)
+        wait = self.estimated_wait_s(chars)
+        if wait is not None and wait > self.settings.client_timeout_s:
+            raise ApiError("Overloaded", f"Model is overloaded: about {wait:.0f} s of work is queued, more than the "
+                                         f"client's {self.settings.client_timeout_s:.0f} s time-out",
+                           retry_after=max(1, math.ceil(wait - self.settings.client_timeout_s)))
+        loop = asyncio.get_running_loop()
+        job = Job(query, texts, truncate, direction, raw, chars, time.perf_counter(), loop, loop.create_future())
+        with self._lock:
+            self._in_system[id(job)] = chars
+            self.metrics.queue_size.set(len(self._in_system))
+        self._jobs.put(job)
+        if disconnected is None:
+            return await job.future
+        watch = asyncio.ensure_future(disconnected())
+        try:
+            await asyncio.wait({job.future, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watch.cancel()
+        if not job.future.done():  # the client has gone: the worker drops it, or stops between batches
+            job.abandoned.set()
+            raise ApiError("Disconnected", "the client disconnected")
+        return job.future.result()
+
+    def _work(self, engine: RerankEngine) -> None:
+        while (job := self._jobs.get()) is not None:
+            try:
+                if job.abandoned.is_set():
+                    self.metrics.dropped.inc()
+                    job.resolve(error=ApiError("Disconnected", "the client disconnected"))
+                elif self.stopping:
+                    job.resolve(error=ApiError("Unhealthy", "the server is shutting down"))
+                else:
+                    started = time.perf_counter()
+                    answer = self._score(engine, job)
+                    self._measured(time.perf_counter() - started, job.chars)
+                    job.resolve(answer)
+            except Cancelled as stop:
+                self.metrics.dropped.inc()
+                self.metrics.abandoned_inference.inc(stop.inference_s)
+                job.resolve(error=ApiError("Disconnected", "the client disconnected"))
+            except BaseException as exc:  # reported to this request only; the worker lives on
+                job.resolve(error=exc)
+            finally:
+                with self._lock:
+                    self._in_system.pop(id(job), None)
+                    self.metrics.queue_size.set(len(self._in_system))
+
+    def _measured(self, seconds: float, chars: int) -> None:
+        """Service seconds per character, smoothed: what the wait estimate multiplies the queue by."""
+        rate = seconds / max(chars, 1)
+        with self._lock:
+            old = self._seconds_per_char
+            self._seconds_per_char = rate if old is None else 0.7 * old + 0.3 * rate
+
+    def _score(self, engine: RerankEngine, job: Job) -> tuple[np.ndarray, dict[str, float]]:
         started = time.perf_counter()
-        if self.stopping:
-            raise ApiError("Unhealthy", "the server is shutting down")
-        tok = self.tokenizer(direction, truncate)
-        if not truncate:
-            too_long = max(len(e.ids) for e in tok.encode(query, texts))
+        tok = self.tokenizer(job.direction, job.truncate)
+        if not job.truncate:
+            too_long = max(len(e.ids) for e in tok.encode(job.query, job.texts))
             if too_long > tok.max_length:
                 raise ApiError("Validation", f"`inputs` must have less than {tok.max_length} tokens. "
                                              f"Given: {too_long}")
-        assert self.engine is not None  # requests are refused until load() has set it
-        result = self.engine.score(query, texts, tokenizer=tok)
-        timing = {"queue": started - enqueued, "tokenization": result.tokenize_s, "inference": result.inference_s}
-        return (result.raw if raw else result.scores), timing
+        result = engine.score(job.query, job.texts, tokenizer=tok, should_stop=job.abandoned.is_set)
+        if job.abandoned.is_set():  # finished as its client left: the seconds were spent for nobody
+            self.metrics.abandoned_inference.inc(result.inference_s)
+        timing = {"queue": started - job.enqueued, "tokenization": result.tokenize_s, "inference": result.inference_s}
+        return (result.raw if job.raw else result.scores), timing
+
+
+async def _disconnect(request: Request) -> None:
+    """Returns when the client goes away (the body has been read: what is left to receive is that)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def _parse_rerank(body: bytes) -> dict[str, Any]:
@@ -269,6 +407,8 @@ def create_app(service: RerankService, *, load_in_background: bool = True) -> St
         started = time.perf_counter()
         m.count.labels(method="batch").inc()
         try:
+            if service.stopping:
+                raise ApiError("Unhealthy", "the server is shutting down")
             if not service.ready.is_set():
                 raise ApiError("Unhealthy", service.load_error or "model is loading")
             body = await _read_body(request, service.settings.max_body_bytes)
@@ -283,7 +423,8 @@ def create_app(service: RerankService, *, load_in_background: bool = True) -> St
             scores, timing = await service.rerank(req["query"], texts, truncate=truncate,
                                                   direction=req["truncation_direction"],
                                                   raw=service.settings.raw_scores_default
-                                                  if req.get("raw_scores") is None else req["raw_scores"])
+                                                  if req.get("raw_scores") is None else req["raw_scores"],
+                                                  disconnected=lambda: _disconnect(request))
             if not np.isfinite(scores).all():
                 raise ApiError("Backend", "the model produced a non-finite score for this input")
         except ApiError as err:
@@ -320,6 +461,7 @@ def create_app(service: RerankService, *, load_in_background: bool = True) -> St
             threading.Thread(target=service.load, name="autotune-load", daemon=True).start()
         yield
         service.stopping = True
+        service.close()
 
     return Starlette(routes=[Route("/rerank", rerank, methods=["POST"]), Route("/info", info),
                              Route("/health", health), Route("/metrics", metrics)], lifespan=lifespan)
@@ -337,7 +479,8 @@ def resolve_settings(profile: Path | None, env_file: Path | None,
         if not env_file.exists():
             raise OptionsError(f"env file {env_file} does not exist")
         merged.update(parse_env(read_text_exact(env_file)))
-    merged.update({k: v for k, v in (os.environ if environ is None else environ).items() if k.startswith("AUTOTUNE_")})
+    merged.update({k: v for k, v in (os.environ if environ is None else environ).items()
+                   if k.startswith("AUTOTUNE_") or k in CLIENT_TIMEOUT_KEYS})
     return settings_from_env(merged)
 
 

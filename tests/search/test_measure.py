@@ -24,3 +24,53 @@ def test_interleaved_rotates_who_goes_first_and_keeps_warmups_apart():
 
 def test_time_queries_is_per_query():
     assert len(time_queries(lambda q, d: None, QUERIES)) == 2
+
+
+class Sleeper:
+    """A scorer that takes `seconds` a query and remembers how many ran at once."""
+
+    running = 0
+    peak = 0
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def score(self, query: str, documents: list[str]):  # type: ignore[no-untyped-def]
+        import time
+
+        import numpy as np
+
+        from autotune.runtime.engine import ScoreResult
+
+        Sleeper.running += 1
+        Sleeper.peak = max(Sleeper.peak, Sleeper.running)
+        time.sleep(self.seconds)
+        Sleeper.running -= 1
+        n = len(documents)
+        return ScoreResult(np.zeros(n), np.zeros(n), self.seconds, 0.0, self.seconds, n, n, [1] * n)
+
+
+def test_a_loaded_replay_counts_the_queue_in_each_latency_and_serves_one_query_per_worker():
+    from autotune.search.measure import replay_loaded
+
+    queries = [Query(f"q{i}", ["a"]) for i in range(4)]
+    Sleeper.peak = 0
+    one = replay_loaded([Sleeper(0.1)], queries, concurrency=4)
+    assert Sleeper.peak == 1
+    assert max(one.seconds) >= 0.35 and min(one.seconds) < 0.2  # the last waited behind three others
+    Sleeper.peak = 0
+    two = replay_loaded([Sleeper(0.1), Sleeper(0.1)], queries, concurrency=4, keep_scores=True)
+    assert Sleeper.peak == 2 and max(two.seconds) < 0.3 and len(two.scores) == 4
+
+
+def test_a_loaded_replay_raises_what_a_worker_raised():
+    import pytest
+
+    from autotune.search.measure import replay_loaded
+
+    class Broken:
+        def score(self, query: str, documents: list[str]):  # type: ignore[no-untyped-def]
+            raise ValueError("broken model")
+
+    with pytest.raises(ValueError, match="broken model"):
+        replay_loaded([Broken()], QUERIES, concurrency=2)

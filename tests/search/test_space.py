@@ -50,3 +50,19 @@ def test_each_target_fixes_what_its_hindsight_fixes():
     assert onnx.spinning == (False,) and onnx.baseline().spinning is False and onnx.length_sort == (True,)
     assert tei.spinning == (True, False) and tei.baseline().spinning is True
     assert onnx.graphs == tei.graphs == ("plain", "fused") and local.graphs == ("plain",)
+
+
+def test_workers_times_threads_never_pass_the_cores():
+    from autotune.runtime.engine import EngineConfig
+    from autotune.runtime.targets import SpaceLimits, get_target
+
+    space = get_target("tei").space(SpaceLimits(usable_cores=2, max_candidates=8))
+    assert space.workers == (1, 2)
+    grid = space.grid()
+    assert len(grid) == space.size() and all(space.fits(c) for c in grid)
+    assert {(c.workers, c.intra_op_threads) for c in grid} == {(1, 0), (1, 1), (1, 2), (2, 1)}
+    two_threads = EngineConfig(batch_size=2, intra_op_threads=2, length_sort=True, precision="fp32")
+    assert all(n.workers == 1 for n in space.neighbours(two_threads))
+    one_thread = EngineConfig(batch_size=2, intra_op_threads=1, length_sort=True, precision="fp32")
+    assert any(n.workers == 2 for n in space.neighbours(one_thread))
+    assert get_target("onnx").space(SpaceLimits(usable_cores=2, max_candidates=8)).workers == (1,)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from autotune.runtime.engine import GRAPHS, EngineConfig, EngineTraits, ScoringPool
@@ -52,6 +52,7 @@ class EnvContext:
     tei_batch_size: int
     max_tokens: int
     usable_cores: int
+    client_keys: Mapping[str, str] = field(default_factory=dict)  # the sidecar's TEI_MAX_CONCURRENT and time-out
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from autotune.search.space import SearchSpace
 
 TEI_MAX_BATCH_TOKENS = 16384  # TEI's own default for --max-batch-tokens
 TEI_CONFIG_KEYS = ("AUTOTUNE_BATCH_SIZE", "AUTOTUNE_INTRA_OP_THREADS", "AUTOTUNE_LENGTH_SORT",
-                   "AUTOTUNE_PRECISION", "AUTOTUNE_GRAPH", "AUTOTUNE_SPINNING", "AUTOTUNE_MODEL")
+                   "AUTOTUNE_PRECISION", "AUTOTUNE_GRAPH", "AUTOTUNE_SPINNING", "AUTOTUNE_WORKERS", "AUTOTUNE_MODEL")
 
 
 class TeiTarget(Target):
@@ -25,20 +25,24 @@ class TeiTarget(Target):
         return EngineTraits(sort_key="tokens", zero_threads=0, max_batch_tokens=TEI_MAX_BATCH_TOKENS)
 
     def space(self, limits: SpaceLimits) -> SearchSpace:
-        """The sidecar owns its sessions, so spinning is a knob: busy-waiting steals time on shared hosts."""
-        return super().space(limits).narrowed(spinning=(True, False))
+        """The sidecar owns its sessions, so spinning is a knob (busy-waiting steals time on shared hosts),
+        and so is how many requests it serves at once, each on its own session."""
+        return super().space(limits).narrowed(spinning=(True, False),
+                                              workers=tuple(range(1, limits.usable_cores + 1)))
 
     def env_keys(self, config: EngineConfig, ctx: EnvContext) -> dict[str, str]:
         return {
             f"{PREFIX}PROVIDER": self.provider,
             f"{PREFIX}TEI_URL": ctx.tei_url,
             f"{PREFIX}TEI_BATCH_SIZE": str(ctx.tei_batch_size),
+            **ctx.client_keys,
             "AUTOTUNE_BATCH_SIZE": str(config.batch_size),
             "AUTOTUNE_INTRA_OP_THREADS": str(config.intra_op_threads),
             "AUTOTUNE_LENGTH_SORT": flag(config.length_sort),
             "AUTOTUNE_PRECISION": config.precision,
             "AUTOTUNE_GRAPH": config.graph,
             "AUTOTUNE_SPINNING": flag(config.spinning),
+            "AUTOTUNE_WORKERS": str(config.workers),
             "AUTOTUNE_MODEL": ctx.model_ref,
             "AUTOTUNE_MAX_CLIENT_BATCH_SIZE": str(max(1024, ctx.tei_batch_size)),
             "AUTOTUNE_MAX_BATCH_TOKENS": str(TEI_MAX_BATCH_TOKENS),

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from autotune.search.client_sizing import (
+    HTTP_TIMEOUT_KEY,
+    MAX_CONCURRENT_KEY,
+    ClientSizing,
+    hindsight_concurrency,
+    largest_request,
+)
+from autotune.workload.queries import Query, Workload
+
+
+def sizing(p99: float, workers: int = 1) -> ClientSizing:
+    return ClientSizing(workers=workers, service_p99_s=p99, largest_candidates=300, concurrency=8)
+
+
+def test_one_permit_per_worker_and_a_time_out_that_covers_the_slowest_request():
+    assert sizing(2.0, workers=2).keys() == {MAX_CONCURRENT_KEY: "2", HTTP_TIMEOUT_KEY: "30"}  # never below 30
+    assert sizing(20.0).keys()[HTTP_TIMEOUT_KEY] == "45"  # 2 x 20 s + 5 s
+    assert sizing(20.0).timeout_for(8) == 160.0  # eight in flight on one worker: the last waits for seven
+
+
+def test_the_users_own_values_are_judged_and_named_without_their_values():
+    assert sizing(2.0).unsafe({}) is None
+    assert sizing(2.0).unsafe({MAX_CONCURRENT_KEY: "4"}) is None  # 4 x 2 s fits in our 30 s
+    line = sizing(5.0).unsafe({MAX_CONCURRENT_KEY: "8", HTTP_TIMEOUT_KEY: "17"})
+    assert line is not None and MAX_CONCURRENT_KEY in line and HTTP_TIMEOUT_KEY in line
+    assert "17" not in line and "\n" not in line
+    assert sizing(5.0).unsafe({HTTP_TIMEOUT_KEY: "4"}) is not None  # below one request's own service time
+
+
+def test_hindsight_concurrency_is_the_users_value_else_its_default():
+    assert hindsight_concurrency({}) == 8
+    assert hindsight_concurrency({MAX_CONCURRENT_KEY: "3"}) == 3
+    assert hindsight_concurrency({MAX_CONCURRENT_KEY: ""}) == 8
+
+
+def test_the_largest_request_is_cut_to_the_users_candidate_caps():
+    queries = [Query("a", ["x"] * 10), Query("b", ["y"] * 400)]
+    workload = Workload(queries=queries, sha256="0" * 64)
+    assert len(largest_request(workload, {}).documents) == 400
+    cut = largest_request(workload, {"HINDSIGHT_API_RERANKER_MAX_CANDIDATES_HIGH": "250"})
+    assert len(cut.documents) == 250 and cut.query == "b"
