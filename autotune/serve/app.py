@@ -302,6 +302,7 @@ class RerankService:
             watch.cancel()
         if not job.future.done():  # the client has gone: the worker drops it, or stops between batches
             job.abandoned.set()
+            job.future.cancel()  # nobody will read what the worker settles
             raise ApiError("Disconnected", "the client disconnected")
         return job.future.result()
 

@@ -52,9 +52,9 @@ def slow(model_dir, *, workers: int = 1, **kw) -> SlowService:  # type: ignore[n
     return SlowService(ServeSettings(config=config, model=str(model_dir), **kw), has_vnni=False)
 
 
-def metric(url: str, name: str) -> float:
+def metric(url: str, name: str, labels: str = "") -> float:
     text = httpx.get(url + "/metrics").text
-    match = re.search(rf"^{name}(?:_total)? ([0-9.e+-]+)$", text, re.M)
+    match = re.search(rf"^{name}(?:_total)?{re.escape(labels)} ([0-9.e+-]+)$", text, re.M)
     assert match, f"{name} not in /metrics"
     return float(match.group(1))
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -134,3 +135,59 @@ def test_local_env_builds_hindsights_local_provider_and_it_scores_like_autotune(
         outcome.result.winner.config)
     ours = [engine.score(q.query, q.documents).scores for q in outcome.workload.queries]
     assert_same_scores(ours, theirs, atol=1e-5)
+
+
+def hindsight_burst(env: dict[str, str], n: int, texts: list[str], monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """`n` recalls at once through Hindsight's own TEI client, built from the environment alone."""
+    from hindsight_api.config import clear_config_cache
+    from hindsight_api.engine.cross_encoder import create_cross_encoder_from_env
+
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    clear_config_cache()
+    try:
+        encoder = create_cross_encoder_from_env()
+
+        async def go() -> list[bool]:
+            await encoder.initialize()
+
+            async def recall(i: int) -> bool:
+                try:
+                    await encoder.predict([(f"query {i}", t) for t in texts])
+                    return True
+                except RuntimeError:
+                    return False
+            return list(await asyncio.gather(*(recall(i) for i in range(n))))
+
+        return asyncio.run(go())
+    finally:
+        clear_config_cache()
+
+
+def test_hindsights_tei_client_survives_eight_recalls_with_the_sized_keys(tiny_model_dir, monkeypatch):
+    """Hindsight's real client, its semaphore and its retries; a server that takes 0.4 s a request and a
+    1 s time-out. With one permit per worker (what `run` writes) all eight recalls succeed, each request
+    sent once, and the server drops nothing; with Hindsight's 8 permits, requests queue in the server
+    past the time-out, and the client gives up on them and sends them again."""
+    from autotune.search.client_sizing import HTTP_TIMEOUT_KEY, MAX_CONCURRENT_KEY
+    from tests.helpers import LiveServer
+    from tests.serve.test_load import SlowService, metric, slow
+
+    texts = ["Paris is the capital of France.", "Berlin is in Germany.", "The sky is blue."] * 4
+    base = {"HINDSIGHT_API_RERANKER_PROVIDER": "tei", "HINDSIGHT_API_RERANKER_TEI_BATCH_SIZE": "300",
+            HTTP_TIMEOUT_KEY: "1"}
+    with LiveServer(slow(tiny_model_dir, max_queue=16, client_timeout_s=1000.0)) as live:
+        before = hindsight_burst({**base, "HINDSIGHT_API_RERANKER_TEI_URL": live.url, MAX_CONCURRENT_KEY: "8"}, 8,
+                                 texts, monkeypatch)
+        time.sleep(8 * SlowService.delay)
+        assert metric(live.url, "autotune_dropped_requests") > 0
+        assert metric(live.url, "te_request_count", '{method="batch"}') > 8  # retries
+    assert len(before) == 8
+    service = slow(tiny_model_dir, max_queue=16, client_timeout_s=1.0)
+    with LiveServer(service) as live:
+        after = hindsight_burst({**base, "HINDSIGHT_API_RERANKER_TEI_URL": live.url, MAX_CONCURRENT_KEY: "1"}, 8,
+                                texts, monkeypatch)
+        assert metric(live.url, "autotune_dropped_requests") == 0
+        assert metric(live.url, "autotune_abandoned_inference_seconds") == 0
+        assert metric(live.url, "te_request_count", '{method="batch"}') == 8
+    assert all(after) and service.ran == 8
