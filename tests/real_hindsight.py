@@ -44,7 +44,7 @@ def pgvector_missing() -> str | None:
 class Postgres:
     """Debian's PostgreSQL 15 in a temp dir, as the `postgres` user when we are root."""
 
-    def __init__(self) -> None:
+    def __init__(self, extensions: tuple[str, ...] = ("vector", "pg_trgm", "btree_gin")) -> None:
         import tempfile
 
         # Its own directory: the `postgres` user cannot enter the caller's private temp dirs.
@@ -57,7 +57,7 @@ class Postgres:
         self._run(PG_BIN / "initdb", "-D", str(directory / "data"), "-A", "trust", "-U", "postgres", "--no-sync")
         self._run(PG_BIN / "pg_ctl", "-D", str(directory / "data"), "-l", str(directory / "postgres.log"), "-w",
                   "-o", f"-p {self.port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off", "start")
-        for extension in ("vector", "pg_trgm", "btree_gin"):
+        for extension in extensions:
             self.sql(f"CREATE EXTENSION IF NOT EXISTS {extension};")
 
     def _run(self, *args: object) -> str:

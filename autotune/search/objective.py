@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -161,15 +162,27 @@ class Objective:
         rows, longest = max(shapes, key=lambda s: self.memory_model.batch_mb(*s))  # type: ignore[union-attr]
         return config.workers * self.memory_model.session_mb(rows, longest)
 
-    def _measured(self, trial: optuna.Trial, config: EngineConfig) -> FrozenTrial | None:
-        """A finished trial that ran the same effective configuration (0 threads resolved, and so on)."""
+    def _measured(self, trial: optuna.Trial, config: EngineConfig, wait_s: float = 1800.0) -> FrozenTrial | None:
+        """A finished trial that ran the same effective configuration (0 threads resolved, and so on).
+
+        In a study shared by several hosts, another host may be running it right now: then this trial
+        waits for that one (the earlier-numbered, so two never wait for each other) and reuses it.
+        """
         mine = self.pool.effective(config)
-        for done in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-            if done.value is None or set(done.params) != set(trial.params):
-                continue
-            if self.pool.effective(EngineConfig.from_dict(done.params)) == mine:
-                return done
-        return None
+        deadline = time.monotonic() + wait_s
+        while True:
+            running = False
+            for other in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
+                if other.number == trial.number or set(other.params) != set(trial.params):
+                    continue
+                if self.pool.effective(EngineConfig.from_dict(other.params)) != mine:
+                    continue
+                if other.state == TrialState.COMPLETE and other.value is not None:
+                    return other
+                running = running or (other.state == TrialState.RUNNING and other.number < trial.number)
+            if not running or time.monotonic() >= deadline:
+                return None
+            time.sleep(0.5)
 
 
 def batch_shapes(lengths: Sequence[int], batch_size: int, length_sort: bool,

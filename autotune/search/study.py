@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -71,9 +71,29 @@ class TrialRecord:
                 "queries_measured": self.queries_measured, "duplicate_of": self.duplicate_of}
 
 
+HOST_ATTR = "host_id"  # which host ran a trial: a shared study's trials come from several
+HOST_NAME_ATTR = "host"
+
+
+def host_id() -> str:
+    """This host's identity for shared studies: kept beside its run lock, so it is per host as the lock is."""
+    import uuid
+
+    path = state_dir() / "host-id"
+    state_dir().mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        path.write_text(uuid.uuid4().hex[:16])
+    return path.read_text().strip()
+
+
 def fail_stale_trials(study: optuna.Study) -> int:
-    """Trials left RUNNING by a killed process are failed (the run lock says none is live)."""
-    stale = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    """Trials this host left RUNNING when it was killed are failed (its run lock says none is live).
+
+    Another host's running trials, in a shared study, are that host's: they are left alone.
+    """
+    me = host_id()
+    stale = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+             if t.user_attrs.get(HOST_ATTR, me) == me]
     for t in stale:
         study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
     return len(stale)
@@ -83,6 +103,9 @@ def finished_trials(study: optuna.Study) -> list[FrozenTrial]:
     return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
 
 
+TAKEN = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)  # counted against --trials
+
+
 def run_study(
     study: optuna.Study,
     objective: Objective,
@@ -90,19 +113,69 @@ def run_study(
     *,
     timeout_s: float | None = None,
     on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None,
+    gate: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+    wait_for_others_s: float = 1800.0,
 ) -> int:
-    """Run the remaining trials, within `timeout_s`; returns how many were already done (resumed)."""
-    fail_stale_trials(study)
-    done = len(finished_trials(study))
-    if not study.trials:
-        study.enqueue_trial(objective.space.baseline().to_dict())
-    remaining = trials - done
-    if remaining > 0 and (timeout_s is None or timeout_s > 0):
-        callbacks = [on_trial] if on_trial else []
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", category=optuna.exceptions.ExperimentalWarning)
-            study.optimize(objective, n_trials=remaining, timeout=timeout_s, callbacks=callbacks)
+    """Run trials until the study holds `trials` (finished or running, on any host), within `timeout_s`;
+    returns how many were already done (resumed).
+
+    Counting and asking happen under `gate` (a database lock when several hosts share the study), so
+    hosts split the trials and the total is what was asked. At the end it waits for the other hosts'
+    running trials, so every host re-races from the whole study.
+    """
+    me, name = host_id(), _host_name()
+    with gate():
+        fail_stale_trials(study)
+        done = len(finished_trials(study))
+        if not study.trials:
+            study.enqueue_trial(objective.space.baseline().to_dict())
+    started = time.monotonic()
+    if timeout_s is not None and timeout_s <= 0:
+        return done
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=optuna.exceptions.ExperimentalWarning)
+        while timeout_s is None or time.monotonic() - started < timeout_s:
+            with gate():
+                if len(study.get_trials(deepcopy=False, states=TAKEN)) >= trials:
+                    break
+                trial = study.ask()
+                trial.set_user_attr(HOST_ATTR, me)
+                trial.set_user_attr(HOST_NAME_ATTR, name)
+            frozen = _evaluate(study, objective, trial)
+            if on_trial is not None:
+                on_trial(study, frozen)
+    _wait_for_others(study, me, min(wait_for_others_s, _left(timeout_s, started)))
     return done
+
+
+def _evaluate(study: optuna.Study, objective: Objective, trial: optuna.Trial) -> FrozenTrial:
+    """What `study.optimize` does for one trial: pruned and failed trials are told so; errors propagate."""
+    try:
+        value = objective(trial)
+    except optuna.TrialPruned:
+        return study.tell(trial, state=TrialState.PRUNED)
+    except BaseException:
+        study.tell(trial, state=TrialState.FAIL)
+        raise
+    return study.tell(trial, value)
+
+
+def _wait_for_others(study: optuna.Study, me: str, limit_s: float) -> None:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline and any(
+            t.user_attrs.get(HOST_ATTR, me) != me
+            for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))):
+        time.sleep(1.0)
+
+
+def _left(timeout_s: float | None, started: float) -> float:
+    return float("inf") if timeout_s is None else max(0.0, timeout_s - (time.monotonic() - started))
+
+
+def _host_name() -> str:
+    import socket
+
+    return socket.gethostname()
 
 
 def trial_records(study: optuna.Study) -> list[TrialRecord]:
@@ -131,7 +204,7 @@ def open_storage(storage: str | None, *, fresh: bool = False) -> Any:
     """
     if storage is not None:
         try:
-            return optuna.storages.get_storage(storage)
+            return _open_database(storage)
         except Exception as exc:  # sqlalchemy raises many kinds: bad scheme, missing driver, unreachable file
             raise OptionsError(f"--storage {_redact(storage)} cannot be opened: {first_line(exc)}") from exc
     from optuna.storages.journal import JournalFileBackend, JournalStorage
@@ -148,6 +221,25 @@ def open_storage(storage: str | None, *, fresh: bool = False) -> Any:
         aside = path.with_name(f"{JOURNAL_NAME}.corrupt-{int(time.time())}")
         path.rename(aside)
         return JournalStorage(JournalFileBackend(str(path)))
+
+
+def _open_database(url: str) -> Any:
+    """Optuna's RDB storage. On PostgreSQL, hosts starting at once would all create Optuna's tables and
+    all but one fail on a unique violation: the creation is serialized under an advisory lock."""
+    if not url.startswith("postgresql"):
+        return optuna.storages.get_storage(url)
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            conn.execute(sqlalchemy.text("SELECT pg_advisory_lock(:k)"), {"k": ADVISORY_KEY})
+            try:
+                return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
+            finally:
+                conn.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:k)"), {"k": ADVISORY_KEY})
+    finally:
+        engine.dispose()
 
 
 def _check_journal(path: Path) -> None:
@@ -180,12 +272,69 @@ def halving_pruner(rungs: Sequence[int]) -> optuna.pruners.BasePruner:
 
 def open_study(name: str, store: Any, seed: int, rungs: Sequence[int], fresh: bool) -> optuna.Study:
     """Create or resume a study. A resumed study's sampler continues from where the last run stopped:
-    seeded by the seed and the number of trials it holds, so it never replays the first suggestions."""
+    seeded by the seed and the number of trials it holds, so it never replays the first suggestions.
+    In a shared database each host's sampler also takes its host id, and `constant_liar` makes it
+    steer clear of what other hosts are running, so hosts do not suggest the same configurations."""
     if fresh:
         with contextlib.suppress(KeyError):
             optuna.delete_study(study_name=name, storage=store)
     study = optuna.create_study(study_name=name, storage=store, load_if_exists=True, direction="minimize",
                                 pruner=halving_pruner(rungs))
     done = len(study.get_trials(deepcopy=False))
-    study.sampler = optuna.samplers.TPESampler(seed=seed + done, n_startup_trials=8)
+    shared = isinstance(store, optuna.storages.RDBStorage)
+    salt = int(host_id(), 16) % 2**31 if shared else 0
+    study.sampler = optuna.samplers.TPESampler(seed=(seed + done + salt) % 2**32, n_startup_trials=8,
+                                               constant_liar=shared)
     return study
+
+
+@contextlib.contextmanager
+def shared_lock(store: Any) -> Iterator[None]:
+    """Hosts sharing a PostgreSQL study take turns to count and ask for trials (a session advisory lock);
+    any other storage is one host's, serialized by its run lock already."""
+    engine = getattr(store, "engine", None)
+    if engine is None or engine.dialect.name != "postgresql":
+        yield
+        return
+    from sqlalchemy import text
+
+    with engine.connect() as conn:
+        conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": ADVISORY_KEY})
+        try:
+            yield
+        finally:
+            conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": ADVISORY_KEY})
+
+
+ADVISORY_KEY = 0x61757475  # "autu": one lock for autotune's trial bookkeeping and schema creation
+
+
+@dataclass(frozen=True)
+class StudySummary:
+    """One study in a storage, as `autotune studies` lists it."""
+
+    name: str
+    target: str
+    fingerprint: str
+    model: str
+    workload: str
+    trials_done: int
+    best_p95_ms: float | None
+    hosts: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, study: optuna.Study) -> StudySummary:
+        parts = study.study_name.split("-")
+        named = len(parts) == 6 and parts[0] == "autotune"
+        trials = finished_trials(study)
+        hosts = sorted({str(t.user_attrs[HOST_NAME_ATTR]) for t in study.get_trials(deepcopy=False)
+                        if HOST_NAME_ATTR in t.user_attrs})
+        return cls(study.study_name, parts[1] if named else "?", parts[2] if named else "?",
+                   parts[3] if named else "?", parts[4] if named else "?", len(trials),
+                   best_feasible_value([t for t in trials if t.state == TrialState.COMPLETE]), tuple(hosts))
+
+
+def study_summaries(store: Any) -> list[StudySummary]:
+    """Every study in the storage: autotune's own names say which target, host type, model and workload."""
+    names = [s.study_name for s in optuna.get_all_study_summaries(storage=store, include_best_trial=False)]
+    return [StudySummary.parse(optuna.load_study(study_name=n, storage=store)) for n in sorted(names)]

@@ -47,7 +47,14 @@ from autotune.search.prechecks import prechecked
 from autotune.search.refine import Refiner, RefineResult, neighbours_summary
 from autotune.search.served_memory import measure_served
 from autotune.search.space import SearchSettings, SearchSpace
-from autotune.search.study import best_feasible_config, open_storage, open_study, run_study, trial_records
+from autotune.search.study import (
+    best_feasible_config,
+    open_storage,
+    open_study,
+    run_study,
+    shared_lock,
+    trial_records,
+)
 from autotune.workload.candidate_cap import apply_cap, cap_from_env
 from autotune.workload.hindsight_versions import parse_version
 from autotune.workload.queries import Workload, load_workload
@@ -176,7 +183,7 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
               f"trials{under} (study {study_name})")
         with LoadMonitor(host.cores.usable) as monitor:
             clock = time.monotonic()
-            resumed = run_study(study, objective, trials, on_trial=progress,
+            resumed = run_study(study, objective, trials, on_trial=progress, gate=lambda: shared_lock(store),
                                 timeout_s=_phase_left(deadline, SEARCH_SHARE, started, settings.timeout_s))
             phases = {"search": time.monotonic() - clock}
             clock = time.monotonic()

@@ -1,0 +1,32 @@
+"""`autotune studies`: the studies in a storage, shared by a fleet or one host's own."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, TextIO
+
+from autotune.errors import ExitStatus
+
+NAME = "studies"
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(NAME, help="list the studies in a storage: host type, trials done, best p95, hosts")
+    p.add_argument("--storage", help="Optuna storage URL, e.g. postgresql+psycopg://user@db/autotune "
+                                     "(default: this host's journal)")
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from autotune.search.study import open_storage, study_summaries
+
+    summaries = study_summaries(open_storage(args.storage))
+    if not summaries:
+        print("no studies", file=out)
+        return ExitStatus.OK
+    print(f"{'target':<7} {'fingerprint':<13} {'model':<13} {'workload':<13} {'trials':>6} {'best p95':>10}  hosts",
+          file=out)
+    for s in summaries:
+        best = "-" if s.best_p95_ms is None else f"{s.best_p95_ms:.1f} ms"
+        print(f"{s.target:<7} {s.fingerprint:<13} {s.model:<13} {s.workload:<13} {s.trials_done:>6} {best:>10}  "
+              f"{', '.join(s.hosts) or '-'}", file=out)
+    return ExitStatus.OK
