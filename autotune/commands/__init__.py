@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from autotune.commands import bench, check, compose, explain, probe, record, report, run, serve, studies, verify
+from autotune.commands import apply, bench, check, compose, explain, probe, record, report, run, serve, studies, verify
 
 COMMANDS: dict[str, ModuleType] = {m.NAME: m for m in (probe, run, check, compose, serve, record, verify, bench,
-                                                        explain, report, studies)}
+                                                        explain, report, studies, apply)}
 
 __all__ = ["COMMANDS"]

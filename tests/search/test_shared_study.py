@@ -47,7 +47,7 @@ def test_two_hosts_split_one_study_without_duplicates_and_each_writes_its_profil
     url = postgres.uri.replace("postgresql://", "postgresql+psycopg://")
     runs = [start_run(tmp_path, host, url, tiny_model_dir, workload_file, trials=10) for host in ("a", "b")]
     outputs = [r.communicate(timeout=900) for r in runs]
-    for run, (out, err) in zip(runs, outputs, strict=True):
+    for run, (_out, err) in zip(runs, outputs, strict=True):
         assert run.returncode == 0, err
     for host in ("a", "b"):  # each re-raced its finalists on its own timings
         profile = yaml.safe_load((tmp_path / host / "profiles" / f"{host}.yaml").read_text())

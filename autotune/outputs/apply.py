@@ -1,0 +1,91 @@
+"""Reuse a committed profile on another host of the same type: no measuring, the same files `run` wrote.
+
+A fleet tunes one node per hardware type, commits the profiles, then applies them on every node.
+A profile applies only where `check` finds no drift (same ISA, usable cores, onnxruntime, model);
+otherwise the host needs its own run, unless the operator forces it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from autotune.errors import DriftError, OptionsError
+from autotune.fileio import StagedFiles, deferred_interrupts
+from autotune.host import HostInfo
+from autotune.outputs.drift import check_profile
+from autotune.outputs.envfile import MergeResult, merge_env, read_text_exact
+from autotune.outputs.profile import load_profile, profile_target
+
+
+@dataclass
+class ApplyResult:
+    profile_path: Path
+    env: MergeResult
+    compose_path: Path | None
+    forced_drifts: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def choose_profile(profiles_dir: Path, host: HostInfo) -> Path:
+    """The profile in `profiles_dir` whose host fingerprint is this host's; none is exit 6 naming the closest."""
+    paths = sorted(Path(profiles_dir).glob("*.yaml")) if Path(profiles_dir).is_dir() else []
+    if not paths:
+        raise OptionsError(f"{profiles_dir} holds no profiles (*.yaml)")
+    candidates = []
+    for path in paths:
+        profile = load_profile(path)
+        if profile.get("host", {}).get("fingerprint") == host.fingerprint:
+            return path
+        candidates.append((len(check_profile(profile, host)), path, profile))
+    _, path, profile = min(candidates, key=lambda c: (c[0], str(c[1])))
+    differs = "; ".join(check_profile(profile, host)) or "its host fingerprint differs"
+    raise DriftError(f"no profile in {profiles_dir} was tuned on this host type ({host.fingerprint}); the closest is "
+                     f"{path.name}: {differs}")
+
+
+def apply_profile(path: Path, host: HostInfo, *, env_file: Path, compose_file: Path | None,
+                  force: bool = False) -> ApplyResult:
+    """Write the profile's `.env` block (and the compose override `run` would write) when the host matches."""
+    profile = load_profile(path)
+    drifts = check_profile(profile, host)
+    if drifts and not force:
+        raise DriftError("\n".join(f"drift: {line}" for line in drifts) + "\n(pass --force to apply it anyway)")
+    keys = profile.get("env")
+    if not isinstance(keys, dict) or not keys:
+        raise OptionsError(f"profile {path} has no `env` keys (written before autotune 0.3): rerun autotune run")
+    keys = {str(k): str(v) for k, v in keys.items()}
+    merge = merge_env(read_text_exact(env_file), keys)
+    target = profile_target(profile)
+    notes = _model_notes(profile, target)
+    compose_text = _compose(profile, path, env_file, target) if compose_file is not None else None
+    with deferred_interrupts(), StagedFiles() as files:
+        files.add(env_file, merge.text.encode("utf-8", "surrogateescape"))
+        if compose_text is not None:
+            files.add(compose_file, compose_text)  # type: ignore[arg-type]
+        files.commit()
+    return ApplyResult(path, merge, compose_file if compose_text is not None else None, drifts, notes)
+
+
+def _compose(profile: dict[str, Any], path: Path, env_file: Path, target: str) -> str | None:
+    from autotune.outputs.compose import render_compose
+
+    model = profile.get("model", {})
+    if target == "tei":
+        return render_compose(profile_dir=path.parent, env_file=env_file, target="tei",
+                              cpus=profile.get("host", {}).get("cores", {}).get("usable"), profile_file=path.name)
+    if model.get("path_in_container") and model.get("dir"):
+        return render_compose(profile_dir=path.parent, env_file=env_file, target=target, model_dir=Path(model["dir"]),
+                              model_path_in_container=model["path_in_container"])
+    return None
+
+
+def _model_notes(profile: dict[str, Any], target: str) -> list[str]:
+    """An in-process target loads the model directory `run` wrote: it must be here too."""
+    model = profile.get("model", {})
+    directory = model.get("dir")
+    if target == "tei" or not directory or Path(directory).is_dir():
+        return []
+    return [f"the model directory {directory} that the .env names is not on this host: copy it here (it is "
+            f"what `run` wrote beside the profile), or mount it at {model.get('path_in_container') or 'that path'}"]
