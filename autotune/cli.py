@@ -34,7 +34,13 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     try:
-        args = build_parser().parse_args(argv)
+        args, unknown = build_parser().parse_known_args(argv)
+        if unknown:
+            from autotune.commands import COMMANDS
+
+            if not getattr(COMMANDS[args.command], "ACCEPTS_UNKNOWN", False):
+                raise OptionsError(f"unrecognized arguments: {' '.join(unknown)} (see `autotune --help`)")
+            args.unknown = unknown
         return int(dispatch(args, out, err))
     except SystemExit as exc:  # --help
         return int(exc.code or 0)

@@ -1,23 +1,36 @@
-"""`autotune serve`: the TEI-compatible reranker."""
+"""`autotune serve`: the TEI-compatible reranker, also a drop-in for TEI's image and its flags."""
 
 from __future__ import annotations
 
 import argparse
+import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
 from autotune.commands.argtypes import finite_float, positive_int
-from autotune.errors import ExitStatus
+from autotune.errors import ExitStatus, OptionsError
 
 NAME = "serve"
+ACCEPTS_UNKNOWN = True  # other TEI launcher flags: ignored with a warning each (see serve.tei_flags)
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser(NAME, help="TEI-compatible /rerank server using a tuned profile")
+    p = sub.add_parser(NAME, help="TEI-compatible /rerank server using a tuned profile (a drop-in for TEI's image)")
     p.add_argument("--profile", type=Path)
     p.add_argument("--env-file", type=Path)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--host", "--hostname", dest="host", default="127.0.0.1",
+                   help="address to listen on (TEI's --hostname)")
+    p.add_argument("--port", type=int, default=None, help="port (default: PORT, else 8080)")
+    p.add_argument("--model-id", default=None,
+                   help="TEI's flag: a model directory, or `default` for the embedded model (overrides AUTOTUNE_MODEL)")
+    p.add_argument("--auto-truncate", action="store_true",
+                   help="TEI's flag; autotune serve truncates by default (Hindsight sends no `truncate`)")
+    p.add_argument("--max-client-batch-size", type=positive_int, default=None, help="texts per request")
+    p.add_argument("--payload-limit", type=positive_int, default=None,
+                   help="request body bytes (default: PAYLOAD_LIMIT, else 8 MiB)")
+    p.add_argument("--max-concurrent-requests", type=positive_int, default=None,
+                   help="requests queued or running before 429 (AUTOTUNE_MAX_QUEUE)")
     p.add_argument("--max-batch-tokens", type=positive_int, default=None,
                    help="padded tokens (rows x longest) per batch; bounds each batch's memory whatever a client "
                         "sends (default: AUTOTUNE_MAX_BATCH_TOKENS, else 16384 as TEI)")
@@ -26,18 +39,44 @@ def add_parser(sub: Any) -> None:
                         "give 10 s)")
 
 
+def _env_int(name: str) -> int | None:
+    value = os.environ.get(name)
+    if value in (None, ""):
+        return None
+    try:
+        number = int(value)  # type: ignore[arg-type]
+    except ValueError:
+        raise OptionsError(f"{name} must be an integer, got {value!r}") from None
+    if number < 1:
+        raise OptionsError(f"{name} must be at least 1, got {number}")
+    return number
+
+
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from autotune.serve.app import resolve_settings, serve
+    from autotune.serve.tei_flags import ignored_flags
 
-    settings = resolve_settings(args.profile, args.env_file)
-    if args.max_batch_tokens is not None:
-        from dataclasses import replace
-
-        settings = replace(settings, max_batch_tokens=args.max_batch_tokens)
+    for line in ignored_flags(getattr(args, "unknown", [])):
+        print(f"autotune serve: warning: {line}", file=err, flush=True)
     if args.graceful_timeout < 0:
-        from autotune.errors import OptionsError
-
         raise OptionsError("--graceful-timeout must not be negative")
-    serve(settings, args.host, args.port, graceful_timeout_s=args.graceful_timeout,
+    settings = resolve_settings(args.profile, args.env_file)
+    changes: dict[str, Any] = {}
+    if args.model_id is not None:
+        changes["model"] = args.model_id
+    if args.max_batch_tokens is not None:
+        changes["max_batch_tokens"] = args.max_batch_tokens
+    if args.max_client_batch_size is not None:
+        changes["max_client_batch_size"] = args.max_client_batch_size
+    payload = args.payload_limit or _env_int("PAYLOAD_LIMIT")
+    if payload is not None:
+        changes["max_body_bytes"] = payload
+    if args.max_concurrent_requests is not None:
+        changes["max_queue"] = args.max_concurrent_requests
+    if args.auto_truncate:
+        changes["auto_truncate"] = True
+    settings = replace(settings, **changes)
+    port = args.port if args.port is not None else (_env_int("PORT") or 8080)
+    serve(settings, args.host, port, graceful_timeout_s=args.graceful_timeout,
           announce=lambda where: print(f"autotune serve: {where}", file=err, flush=True))
     return ExitStatus.OK

@@ -37,7 +37,7 @@ from autotune.runtime.sessions import EnginePool
 from autotune.runtime.targets.tei_sidecar import TEI_MAX_BATCH_TOKENS
 from autotune.runtime.tokenize import PairTokenizer
 
-STATUS = {"Empty": 400, "Validation": 413, "Tokenizer": 422, "Backend": 424, "Overloaded": 429, "Unhealthy": 503,
+STATUS = {"Empty": 400, "Validation": 422, "Tokenizer": 422, "Backend": 424, "Overloaded": 429, "Unhealthy": 503,
           "Disconnected": 499}  # 499: nginx's "client closed request"; nobody is left to read it
 CLIENT_TIMEOUT_KEYS = ("AUTOTUNE_CLIENT_TIMEOUT", "HINDSIGHT_API_RERANKER_TEI_HTTP_TIMEOUT")
 DEFAULT_CLIENT_TIMEOUT_S = 30.0  # Hindsight's TEI_HTTP_TIMEOUT
@@ -49,7 +49,7 @@ class ServeSettings:
     model: str = "default"
     max_client_batch_size: int = 1024
     max_queue: int = 16
-    max_body_bytes: int = 8 * 1024 * 1024
+    max_body_bytes: int = 8 * 1024 * 1024  # TEI's --payload-limit
     max_batch_tokens: int = TEI_MAX_BATCH_TOKENS  # rows x longest per batch: bounds each batch's memory
     auto_truncate: bool = True
     raw_scores_default: bool = False  # true for Hindsight <= 0.6.2, which applies sigmoid itself

@@ -31,7 +31,7 @@ def tuned(tmp_path_factory, tiny_model_dir):  # type: ignore[no-untyped-def]
     mp.setenv("AUTOTUNE_PROBE_FILE", str(probe_file(work, AVX2_HOST, "avx2")))
     mp.setenv("AUTOTUNE_STATE_DIR", str(work / "state"))
     try:
-        status, out, err = run_cli(["run", "--workload", str(work / "queries.jsonl"), "--model", str(tiny_model_dir),
+        status, _out, err = run_cli(["run", "--workload", str(work / "queries.jsonl"), "--model", str(tiny_model_dir),
                                     "--target", "tei", "--trials", "4", "--repeats", "1", "--final-rounds", "2",
                                     "--refine-rounds", "0", "--concurrency", "2", "--env-file", str(work / "run.env"),
                                     "--profile-dir", str(work / "profiles"), "--name", "avx2-node",

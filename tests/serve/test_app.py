@@ -4,6 +4,7 @@ import asyncio
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -65,7 +66,7 @@ def test_raw_scores_and_return_text(server, tiny_model_dir):
     ({"texts": ["t"]}, 422, "Validation"),
     ({"query": "q", "texts": [1, 2]}, 422, "Validation"),
     ({"query": "q", "texts": ["t"], "truncation_direction": "Up"}, 422, "Validation"),
-    ({"query": "q", "texts": ["word " * 400], "truncate": False}, 413, "Validation"),
+    ({"query": "q", "texts": ["word " * 400], "truncate": False}, 422, "Validation"),  # TEI 1.9 (PR #818)
 ])
 def test_bad_requests_get_tei_errors(server, body, status, error_type):
     resp = httpx.post(server.url + "/rerank", json=body)
@@ -237,3 +238,62 @@ def test_raw_scores_default_for_old_hindsight(tiny_model_dir):
     assert resolve_settings(None, None, environ={
         "AUTOTUNE_BATCH_SIZE": "1", "AUTOTUNE_INTRA_OP_THREADS": "0", "AUTOTUNE_LENGTH_SORT": "false",
         "AUTOTUNE_PRECISION": "fp32", "AUTOTUNE_RAW_SCORES": "true"}).raw_scores_default
+
+
+def test_a_drop_in_for_teis_image_takes_its_flags_and_env(tiny_model_dir, tmp_path):
+    """As Hindsight's chart runs the reranker: `--model-id ... --hostname ... <args>`, PORT in the environment,
+    the tuned configuration in AUTOTUNE_* keys. Other TEI flags are ignored with a warning each."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from tests.helpers import wait_healthy
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "PORT": str(port),
+           "AUTOTUNE_BATCH_SIZE": "4", "AUTOTUNE_INTRA_OP_THREADS": "1", "AUTOTUNE_LENGTH_SORT": "true",
+           "AUTOTUNE_PRECISION": "fp32", "AUTOTUNE_MODEL": "not-this-one"}
+    proc = subprocess.Popen([sys.executable, "-m", "autotune", "serve", "--model-id", str(tiny_model_dir),
+                             "--hostname", "127.0.0.1", "--auto-truncate", "--max-client-batch-size", "64",
+                             "--tokenization-workers", "2", "--json-output", "--dtype", "float32"],
+                            env=env, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, proc)
+        info = httpx.get(url + "/info").json()
+        assert info["max_client_batch_size"] == 64 and info["auto_truncate"] is True
+        resp = httpx.post(url + "/rerank", json={"query": "capital of France?", "texts": DOCS})
+        assert resp.status_code == 200
+        expected = _in_process(tiny_model_dir, "capital of France?", DOCS).scores
+        for item in resp.json():
+            assert abs(item["score"] - expected[item["index"]]) < 1e-5
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert err.count("warning:") == 3 and "--tokenization-workers" in err and "--json-output" in err
+
+
+@pytest.mark.parametrize("flag", [["--dtype", "float16"], ["--pooling", "mean"], ["--revision", "main"]])
+def test_a_tei_flag_that_changes_scores_is_refused(flag):
+    import io
+
+    from autotune.cli import main
+    from autotune.errors import ExitStatus
+
+    err = io.StringIO()
+    assert main(["serve", "--model-id", "default", *flag], stdout=io.StringIO(), stderr=err) == ExitStatus.BAD_OPTIONS
+    assert flag[0] in err.getvalue() and len(err.getvalue().strip().splitlines()) == 1
+
+
+def test_other_commands_still_refuse_unknown_flags():
+    import io
+
+    from autotune.cli import main
+    from autotune.errors import ExitStatus
+
+    err = io.StringIO()
+    assert main(["probe", "--bogus"], stdout=io.StringIO(), stderr=err) == ExitStatus.BAD_OPTIONS
+    assert "--bogus" in err.getvalue()
