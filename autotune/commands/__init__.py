@@ -7,9 +7,23 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from autotune.commands import apply, bench, check, compose, explain, probe, record, report, run, serve, studies, verify
+from autotune.commands import (
+    apply,
+    bench,
+    check,
+    compose,
+    explain,
+    helm,
+    probe,
+    record,
+    report,
+    run,
+    serve,
+    studies,
+    verify,
+)
 
 COMMANDS: dict[str, ModuleType] = {m.NAME: m for m in (probe, run, check, compose, serve, record, verify, bench,
-                                                        explain, report, studies, apply)}
+                                                        explain, report, studies, apply, helm)}
 
 __all__ = ["COMMANDS"]

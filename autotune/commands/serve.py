@@ -26,7 +26,8 @@ def add_parser(sub: Any) -> None:
                    help="TEI's flag: a model directory, or `default` for the embedded model (overrides AUTOTUNE_MODEL)")
     p.add_argument("--auto-truncate", action="store_true",
                    help="TEI's flag; autotune serve truncates by default (Hindsight sends no `truncate`)")
-    p.add_argument("--max-client-batch-size", type=positive_int, default=None, help="texts per request")
+    p.add_argument("--max-client-batch-size", type=positive_int, default=None,
+                   help="texts per request (default: MAX_CLIENT_BATCH_SIZE, else AUTOTUNE_MAX_CLIENT_BATCH_SIZE)")
     p.add_argument("--payload-limit", type=positive_int, default=None,
                    help="request body bytes (default: PAYLOAD_LIMIT, else 8 MiB)")
     p.add_argument("--max-concurrent-requests", type=positive_int, default=None,
@@ -66,8 +67,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         changes["model"] = args.model_id
     if args.max_batch_tokens is not None:
         changes["max_batch_tokens"] = args.max_batch_tokens
-    if args.max_client_batch_size is not None:
-        changes["max_client_batch_size"] = args.max_client_batch_size
+    batch = args.max_client_batch_size or _env_int("MAX_CLIENT_BATCH_SIZE")  # TEI's env, as the chart sets it
+    if batch is not None:
+        changes["max_client_batch_size"] = batch
     payload = args.payload_limit or _env_int("PAYLOAD_LIMIT")
     if payload is not None:
         changes["max_body_bytes"] = payload

@@ -28,17 +28,18 @@ def compose_override(*, profile_dir: Path, env_file: Path, hindsight_service: st
     with `profile_file`, `autotune check` compares the container with the profile at start (its drift
     lines go to the log) before serving."""
     env_name = _relative(env_file)
-    serve = f"autotune serve --host 0.0.0.0 --port {port}"
-    command: list[str] = serve.split()
+    args = ["--host", "0.0.0.0", "--port", str(port)]  # the image's entrypoint is `autotune serve`
+    start: dict[str, Any] = {"command": args}
     if profile_file is not None:
-        command = ["sh", "-c", f"autotune check --profile /app/profiles/{profile_file} "
-                               f"|| echo 'autotune: serving anyway; rerun autotune run for this host' >&2; "
-                               f"exec {serve}"]
+        start = {"entrypoint": ["sh", "-c"],
+                 "command": [f"autotune check --profile /app/profiles/{profile_file} "
+                             f"|| echo 'autotune: serving anyway; rerun autotune run for this host' >&2; "
+                             f"exec autotune serve {' '.join(args)}"]}
     return {
         "services": {
             "reranker": {
                 "image": "${AUTOTUNE_IMAGE:-autotune-reranker:latest}",
-                "command": command,
+                **start,
                 **({"cpus": cpus} if cpus is not None else {}),
                 "env_file": [env_name],
                 "environment": {"AUTOTUNE_CACHE_DIR": "/cache"},

@@ -31,7 +31,8 @@ def test_override_structure(tmp_path, monkeypatch):
     path = write_compose(Path("compose.autotune.yaml"), profile_dir=Path("profiles"), env_file=Path(".env"))
     data = yaml.safe_load(path.read_text())
     reranker = data["services"]["reranker"]
-    assert reranker["command"][:4] == ["autotune", "serve", "--host", "0.0.0.0"]
+    assert reranker["command"][:2] == ["--host", "0.0.0.0"]  # arguments to the image's `autotune serve`
+    assert "entrypoint" not in reranker and "cpus" not in reranker
     assert reranker["env_file"] == [".env"]
     assert "./profiles:/app/profiles:ro" in reranker["volumes"]
     assert any(v.endswith(":/cache") for v in reranker["volumes"])
@@ -40,6 +41,21 @@ def test_override_structure(tmp_path, monkeypatch):
     assert hindsight["env_file"] == [".env"]  # a .env alone only feeds ${...} substitutions
     assert hindsight["depends_on"]["reranker"]["condition"] == "service_healthy"
     assert set(yaml.safe_load(HINDSIGHT_LIKE)["services"]) & set(data["services"]) == {"hindsight"}
+
+
+def test_the_override_holds_the_cores_and_checks_the_container_at_start():
+    data = compose_override(profile_dir=Path("profiles"), env_file=Path(".env"), cpus=2, profile_file="node.yaml")
+    reranker = data["services"]["reranker"]
+    assert reranker["cpus"] == 2 and reranker["entrypoint"] == ["sh", "-c"]
+    script = reranker["command"][0]
+    assert script.startswith("autotune check --profile /app/profiles/node.yaml ||")
+    assert script.endswith("exec autotune serve --host 0.0.0.0 --port 8080")
+
+
+def test_the_image_is_a_drop_in_for_teis():
+    dockerfile = (Path(__file__).resolve().parents[2] / "docker" / "Dockerfile").read_text()
+    assert 'ENTRYPOINT ["autotune", "serve"]' in dockerfile
+    assert "from autotune.runtime.model import build_default_model" in dockerfile
 
 
 def test_service_name_is_configurable():
