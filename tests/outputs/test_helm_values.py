@@ -35,7 +35,7 @@ def tei_profile() -> dict:  # type: ignore[type-arg]
 def test_the_values_use_the_charts_keys_and_hold_the_tuned_cores(tmp_path):
     path = write_profile(tmp_path, "node", tei_profile())
     out = tmp_path / "values.yaml"
-    status, text, err = run_cli(["helm", "--profile", str(path), "--out", str(out), "--image", "reg.local/autotune:1"])
+    status, _, err = run_cli(["helm", "--profile", str(path), "--out", str(out), "--image", "reg.local/autotune:1"])
     assert status == ExitStatus.OK, err
     raw = out.read_text()
     values = yaml.safe_load(raw)
