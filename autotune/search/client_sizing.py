@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from autotune.runtime.engine import EngineConfig, ScoringPool, engines_for
+from autotune.runtime.targets.base import PREFIX
 from autotune.search.measure import replay_loaded
 from autotune.workload.queries import Query, Workload
 
-PREFIX = "HINDSIGHT_API_RERANKER_"
 MAX_CONCURRENT_KEY = f"{PREFIX}TEI_MAX_CONCURRENT"
 HTTP_TIMEOUT_KEY = f"{PREFIX}TEI_HTTP_TIMEOUT"
 HINDSIGHT_MAX_CONCURRENT = 8  # Hindsight's defaults

@@ -24,6 +24,7 @@ from autotune.search.memory import ModelMemory, PeakRss, rss_mb
 from autotune.search.parity import compare
 from autotune.search.space import SearchSettings, SearchSpace
 from autotune.search.stats import percentile
+from autotune.search.study import is_live
 from autotune.workload.queries import Workload
 
 COPIED_ATTRS = ("parity", "rejected", "per_query_median_ms", "padding_overhead", "rss_mb", "peak_growth_mb",
@@ -179,7 +180,8 @@ class Objective:
                     continue
                 if other.state == TrialState.COMPLETE and other.value is not None:
                     return other
-                running = running or (other.state == TrialState.RUNNING and other.number < trial.number)
+                running = running or (other.state == TrialState.RUNNING and other.number < trial.number
+                                      and is_live(trial.study, other))
             if not running or time.monotonic() >= deadline:
                 return None
             time.sleep(0.5)

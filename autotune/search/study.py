@@ -163,9 +163,22 @@ def _evaluate(study: optuna.Study, objective: Objective, trial: optuna.Trial) ->
 def _wait_for_others(study: optuna.Study, me: str, limit_s: float) -> None:
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline and any(
-            t.user_attrs.get(HOST_ATTR, me) != me
+            t.user_attrs.get(HOST_ATTR, me) != me and is_live(study, t)
             for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))):
         time.sleep(1.0)
+
+
+def is_live(study: optuna.Study, trial: FrozenTrial) -> bool:
+    """A running trial that has not yet run three times as long as the study's trials take (at least a
+    minute): past that, its host has likely died, and nobody should wait for it."""
+    import datetime
+    import statistics
+
+    took = [(t.datetime_complete - t.datetime_start).total_seconds() for t in finished_trials(study)
+            if t.datetime_start is not None and t.datetime_complete is not None]
+    patience = max(60.0, 3.0 * statistics.median(took)) if took else 600.0
+    started = trial.datetime_start
+    return started is None or (datetime.datetime.now() - started).total_seconds() < patience
 
 
 def _left(timeout_s: float | None, started: float) -> float:

@@ -125,8 +125,9 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
     stage = on_stage or (lambda _msg: None)
     workload = load_workload(opts.workload)  # all of it, before anything is measured or written
     source_sha256 = workload.sha256
-    user_env = user_values(read_text_exact(opts.env_file))
-    cap = cap_from_env(parse_env(read_text_exact(opts.env_file)))
+    env_text = read_text_exact(opts.env_file)
+    user_env = user_values(env_text)
+    cap = cap_from_env(parse_env(env_text))
     if cap is not None:  # Hindsight cuts documents before the reranker: so does the replay
         workload = apply_cap(workload, cap)
     target = get_target(opts.target)
