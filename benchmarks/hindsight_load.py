@@ -14,6 +14,9 @@ inference seconds the server spent on abandoned requests (from its /metrics), th
 and the p95 per recall. Usage:
 
     python benchmarks/hindsight_load.py [--recalls 8] [--trials N] [--env-file .env]
+
+A default tuning run on 300-candidate recalls takes an hour on a 2-core host; the figures in the
+README came from `--tune-queries 2 --trials 6 --repeats 1 --refine-rounds 0 --final-rounds 2`.
 """
 
 from __future__ import annotations
@@ -64,6 +67,12 @@ def main() -> None:
     parser.add_argument("--recalls", type=int, default=8)
     parser.add_argument("--candidates", type=int, default=300)
     parser.add_argument("--trials", type=int, default=None, help="for the tuning run (default: the run's own)")
+    parser.add_argument("--repeats", type=int, default=3, help="for the tuning run")
+    parser.add_argument("--refine-rounds", type=int, default=2, help="for the tuning run (0: no refinement)")
+    parser.add_argument("--final-rounds", type=int, default=3, help="for the tuning run")
+    parser.add_argument("--tune-queries", type=int, default=3,
+                        help="recalls of --candidates candidates in the tuning workload (the largest request must "
+                             "be in it: the client's time-out is sized from it)")
     parser.add_argument("--env-file", type=Path, help="a .env from an earlier `autotune run --target tei`")
     args = parser.parse_args()
     host = default_probe().probe()
@@ -75,11 +84,17 @@ def main() -> None:
         if env_file is None:
             env_file = work / ".env"
             env_file.write_text("")
-            path = write_jsonl(heavy_workload(queries=3, candidates=args.candidates, seed=3), work / "tune.jsonl")
+            path = write_jsonl(heavy_workload(queries=args.tune_queries, candidates=args.candidates, seed=3),
+                               work / "tune.jsonl")
             os.environ["AUTOTUNE_STATE_DIR"] = str(work / "state")
             started = time.monotonic()
+            settings = SearchSettings(trials=args.trials, repeats=args.repeats, refine_rounds=args.refine_rounds,
+                                      final_rounds=args.final_rounds)
+            print(f"tuning on {args.tune_queries} recalls of {args.candidates} candidates: {settings.trials or 'auto'} "
+                  f"trials, {settings.repeats} repeats, {settings.refine_rounds} refinement rounds, "
+                  f"{settings.final_rounds} final rounds")
             outcome = tune(RunOptions(workload=path, env_file=env_file, profile_dir=work / "profiles", name="load",
-                                      compose_file=None, target="tei", settings=SearchSettings(trials=args.trials)),
+                                      compose_file=None, target="tei", settings=settings),
                            on_stage=lambda line: print(f"  {line}", flush=True))
             print(f"tuned in {time.monotonic() - started:.0f} s: {outcome.result.winner.config.label()}")
         env = parse_env(env_file.read_text())
