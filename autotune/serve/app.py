@@ -268,12 +268,17 @@ class RerankService:
         }
 
     def estimated_wait_s(self, chars: int) -> float | None:
-        """Until this request would be answered: the work ahead shared by the workers, then its own."""
+        """Until this request would be answered: the work ahead shared by the workers, then its own.
+
+        None before anything was measured, and when a worker is free: a request that would start at
+        once is never refused on an estimate (its client's time-out and the disconnect check bound it).
+        """
         rate = self._seconds_per_char
-        if rate is None:
-            return None
         with self._lock:
             ahead = sum(self._in_system.values())
+            busy = len(self._in_system)
+        if rate is None or busy < self.settings.config.workers:
+            return None
         return rate * (ahead / self.settings.config.workers + chars)
 
     async def rerank(self, query: str, texts: list[str], *, truncate: bool, direction: str, raw: bool,

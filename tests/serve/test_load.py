@@ -156,3 +156,12 @@ def test_shutdown_refuses_new_requests_with_503(tiny_model_dir):
         service.stopping = True
         resp = httpx.post(live.url + "/rerank", json={"query": "q", "texts": DOCS})
         assert resp.status_code == 503 and resp.json()["error_type"] == "Unhealthy"
+
+
+def test_a_request_a_free_worker_can_start_is_never_refused_on_an_estimate(tiny_model_dir):
+    service = slow(tiny_model_dir, client_timeout_s=0.01)  # every estimate would pass this time-out
+    with LiveServer(service) as live:
+        for _ in range(3):  # one at a time: a worker is always free
+            assert httpx.post(live.url + "/rerank", json={"query": "q", "texts": DOCS}).status_code == 200
+        codes = [r.status_code for r in asyncio.run(burst(live.url, 3))]
+    assert codes.count(200) >= 1 and set(codes) <= {200, 429} and 429 in codes
