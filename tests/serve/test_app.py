@@ -32,7 +32,9 @@ def server(tiny_model_dir) -> Iterator[LiveServer]:
 
 
 def _in_process(model_dir, query, texts):
-    pool = EnginePool(load_model_dir(model_dir), has_vnni=False)
+    from autotune.runtime.model import build_default_model
+
+    pool = EnginePool(build_default_model() if model_dir is None else load_model_dir(model_dir), has_vnni=False)
     return pool.engine(CONFIG).score(query, texts)
 
 
@@ -240,7 +242,8 @@ def test_raw_scores_default_for_old_hindsight(tiny_model_dir):
         "AUTOTUNE_PRECISION": "fp32", "AUTOTUNE_RAW_SCORES": "true"}).raw_scores_default
 
 
-def test_a_drop_in_for_teis_image_takes_its_flags_and_env(tiny_model_dir, tmp_path):
+@pytest.mark.parametrize("model_id", ["default", "tiny"])
+def test_a_drop_in_for_teis_image_takes_its_flags_and_env(tiny_model_dir, tmp_path, model_id):
     """As Hindsight's chart runs the reranker: `--model-id ... --hostname ... <args>`, PORT in the environment,
     the tuned configuration in AUTOTUNE_* keys. Other TEI flags are ignored with a warning each."""
     import os
@@ -256,7 +259,8 @@ def test_a_drop_in_for_teis_image_takes_its_flags_and_env(tiny_model_dir, tmp_pa
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "PORT": str(port),
            "AUTOTUNE_BATCH_SIZE": "4", "AUTOTUNE_INTRA_OP_THREADS": "1", "AUTOTUNE_LENGTH_SORT": "true",
            "AUTOTUNE_PRECISION": "fp32", "AUTOTUNE_MODEL": "not-this-one"}
-    proc = subprocess.Popen([sys.executable, "-m", "autotune", "serve", "--model-id", str(tiny_model_dir),
+    model = "default" if model_id == "default" else str(tiny_model_dir)
+    proc = subprocess.Popen([sys.executable, "-m", "autotune", "serve", "--model-id", model,
                              "--hostname", "127.0.0.1", "--auto-truncate", "--max-client-batch-size", "64",
                              "--tokenization-workers", "2", "--json-output", "--dtype", "float32"],
                             env=env, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
@@ -267,7 +271,7 @@ def test_a_drop_in_for_teis_image_takes_its_flags_and_env(tiny_model_dir, tmp_pa
         assert info["max_client_batch_size"] == 64 and info["auto_truncate"] is True
         resp = httpx.post(url + "/rerank", json={"query": "capital of France?", "texts": DOCS})
         assert resp.status_code == 200
-        expected = _in_process(tiny_model_dir, "capital of France?", DOCS).scores
+        expected = _in_process(None if model == "default" else tiny_model_dir, "capital of France?", DOCS).scores
         for item in resp.json():
             assert abs(item["score"] - expected[item["index"]]) < 1e-5
     finally:
