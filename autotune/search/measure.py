@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import queue
 import threading
 import time
@@ -43,33 +44,38 @@ def replay_loaded(engines: Sequence[Scoring], queries: Sequence[Query], concurre
 
     Each query's seconds run from its submission to its answer, so they include the wait in the queue:
     what a recall sees when others reranked at the same moment. All clients start at once, as a burst.
+    With fewer queries than clients, the workload is sent several times over, so that every client has
+    a request; a query's seconds are then its slowest copy's.
     """
+    copies = max(1, math.ceil(concurrency / max(len(queries), 1)))
+    sent = [i for _ in range(copies) for i in range(len(queries))]
     jobs: queue.SimpleQueue[tuple[int, float, threading.Event] | None] = queue.SimpleQueue()
-    results: list[ScoreResult | None] = [None] * len(queries)
-    seconds = [0.0] * len(queries)
+    results: list[ScoreResult | None] = [None] * len(sent)
+    seconds = [0.0] * len(sent)
     failures: list[BaseException] = []
     counter = itertools.count()
     lock = threading.Lock()
 
     def work(engine: Scoring) -> None:
         while (job := jobs.get()) is not None:
-            i, submitted, done = job
+            k, submitted, done = job
             try:
                 if not failures:
-                    results[i] = engine.score(queries[i].query, queries[i].documents)
+                    q = queries[sent[k]]
+                    results[k] = engine.score(q.query, q.documents)
             except BaseException as exc:  # re-raised in the caller, after every thread has stopped
                 failures.append(exc)
-            seconds[i] = time.perf_counter() - submitted
+            seconds[k] = time.perf_counter() - submitted
             done.set()
 
     def client() -> None:
         while True:
             with lock:
-                i = next(counter)
-            if i >= len(queries) or failures:
+                k = next(counter)
+            if k >= len(sent) or failures:
                 return
             done = threading.Event()
-            jobs.put((i, time.perf_counter(), done))
+            jobs.put((k, time.perf_counter(), done))
             done.wait()
 
     workers = [threading.Thread(target=work, args=(e,), daemon=True) for e in engines]
@@ -84,7 +90,8 @@ def replay_loaded(engines: Sequence[Scoring], queries: Sequence[Query], concurre
         t.join()
     if failures:
         raise failures[0]
-    return _pass([r for r in results if r is not None], seconds, keep_scores)
+    slowest = [max(seconds[k] for k in range(len(sent)) if sent[k] == i) for i in range(len(queries))]
+    return _pass([r for r in results[:len(queries)] if r is not None], slowest, keep_scores)
 
 
 def _pass(results: Sequence[ScoreResult], seconds: list[float], keep_scores: bool) -> Pass:

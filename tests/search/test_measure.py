@@ -74,3 +74,19 @@ def test_a_loaded_replay_raises_what_a_worker_raised():
 
     with pytest.raises(ValueError, match="broken model"):
         replay_loaded([Broken()], QUERIES, concurrency=2)
+
+
+def test_fewer_queries_than_clients_are_sent_until_every_client_has_one():
+    from autotune.search.measure import replay_loaded
+
+    Sleeper.peak = 0
+    calls = []
+
+    class Counting(Sleeper):
+        def score(self, query, documents):  # type: ignore[no-untyped-def]
+            calls.append(query)
+            return super().score(query, documents)
+
+    result = replay_loaded([Counting(0.05)], [Query("a", ["x"]), Query("b", ["y"])], concurrency=6)
+    assert len(calls) == 6 and sorted(set(calls)) == ["a", "b"]
+    assert len(result.seconds) == 2 and max(result.seconds) >= 0.25  # the slowest copy waited behind five
