@@ -280,9 +280,7 @@ def _served_load(pool: ScoringPool, winner: Finalist, finalists: list[Finalist],
     """The sidecar's figures under load, the client keys they call for, and why this pick over the
     single-query best when the two differ."""
     sizing = measure_client_sizing(pool, winner.config, workload, user_env)
-    warning = sizing.unsafe(user_env)
-    if warning:
-        stage(warning)
+    warning = sizing.unsafe(user_env)  # printed once, with the result
     alone = min(finalists, key=lambda f: (f.single or f.latency).p95_ms)
     choice = f"{winner.config.label()}: the lowest p95 under {load.concurrency} concurrent recalls"
     if load.concurrency > 1 and alone.config != winner.config:
