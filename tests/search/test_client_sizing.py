@@ -41,3 +41,21 @@ def test_the_largest_request_is_cut_to_the_users_candidate_caps():
     assert len(largest_request(workload, {}).documents) == 400
     cut = largest_request(workload, {"HINDSIGHT_API_RERANKER_MAX_CANDIDATES_HIGH": "250"})
     assert len(cut.documents) == 250 and cut.query == "b"
+
+
+def test_run_names_the_users_unsafe_time_out_once_without_its_value(tmp_path, tiny_model_dir, workload_file):
+    from autotune.errors import ExitStatus
+    from autotune.outputs.envfile import managed_values
+    from tests.test_cli import run_cli
+
+    env = tmp_path / ".env"
+    env.write_text(f"{HTTP_TIMEOUT_KEY}=0.004\n")  # far below any service time
+    status, out, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
+                                "--target", "tei", "--trials", "3", "--repeats", "1", "--final-rounds", "2",
+                                "--refine-rounds", "0", "--env-file", str(env), "--profile-dir",
+                                str(tmp_path / "p"), "--no-compose"])
+    assert status == ExitStatus.OK, err
+    lines = [ln for ln in (out + err).splitlines() if "unsafe" in ln]
+    assert len(lines) == 1 and HTTP_TIMEOUT_KEY in lines[0] and "0.004" not in out + err
+    assert env.read_text().startswith(f"{HTTP_TIMEOUT_KEY}=0.004\n")  # the user's value wins
+    assert HTTP_TIMEOUT_KEY not in managed_values(env) and MAX_CONCURRENT_KEY in managed_values(env)
