@@ -103,8 +103,8 @@ def main() -> None:
                                   model_out=Path(tmp) / f"model-{seed}", settings=SearchSettings(seed=seed))
                 outcome = tune(opts)
                 picks.append((seed, outcome.result.winner.config, outcome.result.measuring_s,
-                              outcome.result.elapsed_s))
-        configs = [best] + [c for c in dict.fromkeys(p for _, p, _, _ in picks) if c != best]
+                              outcome.result.elapsed_s, outcome.result.phases_s))
+        configs = [best] + [c for c in dict.fromkeys(p for _, p, _, _, _ in picks) if c != best]
         race = {f.config: f.latency.p95_ms for f in rerace(pool, workload, configs, args.race_rounds)}
         baseline = get_target(args.target).space(SpaceLimits(usable_cores=host.cores.usable,
                                                              max_candidates=workload.max_candidates)).baseline()
@@ -114,7 +114,7 @@ def main() -> None:
             reverts[config] = [s.knob for s in loo if s.ratio > 1 and s.beyond_noise]
         if best not in reverts:
             reverts[best] = []
-        for seed, pick, run_s, wall_s in picks:
+        for seed, pick, run_s, wall_s, phases in picks:
             ratio = race[pick] / race[best]
             cost = run_s / grid_s
             within, cheap = ratio <= 1.05, cost <= 0.30
@@ -123,7 +123,8 @@ def main() -> None:
             totals["runs"] += 1
             totals["faster_reverts"] += bool(reverts[pick])
             print(f"  seed {seed}: {pick.label():<48} p95 / grid best {ratio:.3f}  measuring / grid {cost:.2f} "
-                  f"(wall {wall_s / grid_s:.2f})  faster reverts: {', '.join(reverts[pick]) or 'none'}")
+                  f"(wall {wall_s / grid_s:.2f}; {' '.join(f'{k} {v / grid_s:.2f}' for k, v in phases.items())})  "
+                  f"faster reverts: {', '.join(reverts[pick]) or 'none'}")
     print(f"\nwithin 5% of the grid's best: {totals['within']}/{totals['runs']}; at most 30% of the grid's time: "
           f"{totals['cheap']}/{totals['runs']}; picks with a faster revert: {totals['faster_reverts']}")
 

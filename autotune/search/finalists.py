@@ -71,14 +71,15 @@ class SearchResult:
 
 def finalists_from(study: optuna.Study, space: SearchSpace, k: int, *, first: EngineConfig | None = None,
                    same: Callable[[EngineConfig], EngineConfig] = lambda c: c,
-                   with_baseline: bool = True) -> list[EngineConfig]:
+                   with_baseline: bool = True, beaten: Sequence[EngineConfig] = ()) -> list[EngineConfig]:
     """The baseline (unless left out), then `first` (the refined pick) and the best feasible trials:
-    `k` besides the baseline, none of them the same effective configuration as another."""
+    up to `k` besides the baseline, none of them the same effective configuration as another, and
+    none that the refinement already found slower side by side (`beaten`)."""
     feasible = [(t.value, t) for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
                 if is_feasible(t) and t.value is not None and set(t.params) == PARAMS]
     baseline = space.baseline()
     chosen: list[EngineConfig] = []
-    seen = {same(baseline)}
+    seen = {same(baseline)} | {same(c) for c in beaten if first is None or same(c) != same(first)}
     ranked = ([first] if first is not None else []) + [config_of(t) for _, t in sorted(feasible,
                                                                                        key=lambda pair: pair[0])]
     for config in ranked:

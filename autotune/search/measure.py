@@ -7,7 +7,7 @@ import math
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -164,17 +164,24 @@ def interleaved(scorers: Sequence[Scorer], queries: Sequence[Query], rounds: int
 
 
 def interleaved_passes(timers: Sequence[PassTimer], queries: Sequence[Query], rounds: int,
-                       warmup_queries: int = 2) -> list[list[list[float]]]:
+                       warmup_queries: int = 2,
+                       still_in: Callable[[list[list[list[float]]]], Collection[int]] | None = None,
+                       ) -> list[list[list[float]]]:
     """A B C A B C ...: each round replays the workload once per contender, rotating who goes first.
 
     Returns passes[contender][round][query] in seconds. Side by side in one process, so a
-    machine that slows down mid-run slows every contender alike.
+    machine that slows down mid-run slows every contender alike. `still_in`, called after each
+    round, names the contenders worth another round (the rest keep the rounds they ran).
     """
-    for timer in timers:
+    for timer in timers if warmup_queries else ():
         timer(queries[:warmup_queries])
     passes: list[list[list[float]]] = [[] for _ in timers]
-    n = len(timers)
+    alive = list(range(len(timers)))
     for r in range(rounds):
-        for i in [(r + k) % n for k in range(n)]:
+        for i in [alive[(r + k) % len(alive)] for k in range(len(alive))]:
             passes[i].append(timers[i](queries))
+        if still_in is not None:
+            alive = [i for i in alive if i in set(still_in(passes))]
+        if not alive:
+            break
     return passes

@@ -4,8 +4,10 @@ TPE samples; it does not check that its best is a local optimum. So from the bes
 trial, each step measures every one-knob neighbour interleaved with the incumbent (A B C A B
 C, rotating), and moves to the best neighbour that wins beyond the noise the step itself
 measured (in every round, and by more than the rounds' spread or 3%) and passes
-parity. It stops at a local optimum, after `max_steps`, or at the
-deadline. A configuration measured once is never measured again.
+parity. A neighbour that loses a round can no longer win every round, so it is not measured
+again in that step: at a local optimum the later rounds time the incumbent alone, or nothing.
+It stops at a local optimum, after `max_steps`, or at the deadline. A configuration measured
+once is never measured again.
 """
 
 from __future__ import annotations
@@ -32,10 +34,12 @@ class Neighbour:
     config: EngineConfig
     p95_ms: float | None  # None: not run (see `skipped`)
     skipped: str | None = None
+    rounds: int = 0  # rounds it ran: fewer than the incumbent's once it lost one
+    beaten: bool = False  # slower than the incumbent side by side (overall, or in a round)
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.config.to_dict(), "p95_ms": None if self.p95_ms is None else round(self.p95_ms, 3),
-                "skipped": self.skipped}
+                "skipped": self.skipped, "rounds": self.rounds}
 
 
 @dataclass
@@ -62,6 +66,10 @@ class RefineResult:
     def to_dict(self) -> dict[str, Any]:
         return {"start": self.start.to_dict(), "best": self.best.to_dict(), "stopped": self.stopped,
                 "steps": [s.to_dict() for s in self.steps]}
+
+    def beaten(self) -> list[EngineConfig]:
+        """Neighbours that were slower than their step's incumbent side by side: the re-race skips them."""
+        return [n.config for step in self.steps for n in step.neighbours if n.beaten]
 
 
 @dataclass
@@ -114,28 +122,39 @@ class Refiner:
             return RefineStep(incumbent, float("nan"), MIN_GAIN, skipped, None)
         configs = [incumbent, *to_run]
         passes = interleaved_passes([self.load.timer(self.pool, c) for c in configs], self.workload.queries,
-                                    self.rounds)
+                                    self.rounds, still_in=_round_winners)
         p95 = [percentile(per_query_medians(p), 95) * 1000.0 for p in passes]
         rounds = [[percentile(r, 95) for r in p] for p in passes]
         spreads = [relative_spread(r) for r in rounds]
         threshold = max(MIN_GAIN, spreads[0])
-        measured = [Neighbour(c, v) for c, v in zip(to_run, p95[1:], strict=True)]
+        measured = {c: Neighbour(c, v, rounds=len(r), beaten=len(r) < len(rounds[0]) or v >= p95[0])
+                    for c, v, r in zip(to_run, p95[1:], rounds[1:], strict=True)}
         moved = None
         ranked = sorted(zip(to_run, p95[1:], spreads[1:], rounds[1:], strict=True), key=lambda item: item[1])
         for config, value, spread, own_rounds in ranked:
             if value >= p95[0] * (1.0 - max(threshold, spread)):
                 break
-            if not all(mine < theirs for mine, theirs in zip(own_rounds, rounds[0], strict=True)):
+            if len(own_rounds) < len(rounds[0]) or not all(
+                    mine < theirs for mine, theirs in zip(own_rounds, rounds[0], strict=True)):
                 continue  # faster overall but not in every round: not beyond the noise
             if self._passes_parity(config):
                 moved = config
                 break
-            next(n for n in measured if n.config == config).skipped = "failed parity"
-        return RefineStep(incumbent, p95[0], threshold, measured + skipped, moved)
+            measured[config].skipped = "failed parity"
+        return RefineStep(incumbent, p95[0], threshold, [*measured.values(), *skipped], moved)
 
     def _passes_parity(self, config: EngineConfig) -> bool:
         scores = replay(self.pool.engine(config), self.workload.queries, keep_scores=True).scores
         return compare(self.reference, scores, self.tolerance(config.precision)).passed
+
+
+def _round_winners(passes: list[list[list[float]]]) -> list[int]:
+    """After a round: the incumbent (contender 0) and the neighbours that beat it in every round so far;
+    nobody, when no neighbour is left to compare it with."""
+    done = len(passes[0])
+    last = [percentile(p[-1], 95) if len(p) == done else None for p in passes]
+    winners = [i for i in range(1, len(passes)) if last[i] is not None and last[i] < last[0]]  # type: ignore[operator]
+    return [0, *winners] if winners else []
 
 
 def neighbours_summary(result: RefineResult) -> Sequence[str]:

@@ -90,3 +90,23 @@ def test_fewer_queries_than_clients_are_sent_until_every_client_has_one():
     result = replay_loaded([Counting(0.05)], [Query("a", ["x"]), Query("b", ["y"])], concurrency=6)
     assert len(calls) == 6 and sorted(set(calls)) == ["a", "b"]
     assert len(result.seconds) == 2 and max(result.seconds) >= 0.25  # the slowest copy waited behind five
+
+
+def test_a_contender_left_out_after_a_round_keeps_the_rounds_it_ran():
+    from autotune.search.measure import interleaved_passes
+
+    calls: list[str] = []
+
+    def timer(name: str):
+        def run(queries):
+            calls.append(name)
+            return [0.0 for _ in queries]
+        return run
+
+    passes = interleaved_passes([timer("A"), timer("B"), timer("C")], QUERIES, rounds=3, warmup_queries=0,
+                                still_in=lambda p: [0, 2])  # B goes after the first round
+    assert [len(p) for p in passes] == [3, 1, 3]
+    assert calls.count("B") == 1 and calls.count("A") == calls.count("C") == 3
+    stopped = interleaved_passes([timer("A"), timer("B")], QUERIES, rounds=3, warmup_queries=0,
+                                 still_in=lambda p: [])
+    assert [len(p) for p in stopped] == [1, 1]  # nobody left: no more rounds

@@ -70,7 +70,7 @@ def test_a_configuration_is_measured_once_across_steps():
 
 
 def test_no_move_within_the_noise():
-    flat = _refiner(SleepPool(lambda c: 30.0)).climb(EngineConfig(4, 2, False, "fp32"))  # 3% is 0.9 ms
+    flat = _refiner(SleepPool(lambda c: 100.0)).climb(EngineConfig(4, 2, False, "fp32"))  # 3% is 3 ms
     assert flat.best == EngineConfig(4, 2, False, "fp32") and len(flat.steps) == 1
 
 
@@ -94,3 +94,44 @@ def test_inadmissible_neighbours_are_skipped_with_the_reason_and_never_built():
 def test_the_deadline_stops_the_climb():
     result = _refiner(SleepPool(valley), deadline=time.monotonic() - 1).climb(EngineConfig(1, 1, False, "fp32"))
     assert result.stopped == "time budget" and result.steps == []
+
+
+class CountingPool(SleepPool):
+    """Counts the queries each configuration scored."""
+
+    def __init__(self, cost_ms) -> None:
+        super().__init__(cost_ms)
+        self.queries: dict[EngineConfig, int] = {}
+
+    def engine(self, config: EngineConfig):
+        inner = super().engine(config)
+        pool = self
+
+        class Counted:
+            def score(self, query: str, documents: list[str]) -> ScoreResult:
+                pool.queries[config] = pool.queries.get(config, 0) + 1
+                return inner.score(query, documents)
+
+        return Counted()
+
+
+def test_at_a_local_optimum_a_neighbour_that_lost_a_round_is_not_timed_again():
+    pool = CountingPool(valley)
+    best = EngineConfig(8, 2, False, "fp32")
+    result = _refiner(pool).climb(best)  # rounds=2, but every neighbour loses the first
+    assert result.best == best and len(result.steps) == 1
+    neighbours = result.steps[0].neighbours
+    assert neighbours and all(n.rounds == 1 and n.beaten for n in neighbours)
+    one_round = 2 + len(WORKLOAD.queries)  # warm-up queries, then one pass
+    assert all(pool.queries[n.config] == one_round for n in neighbours)
+    assert pool.queries[best] == one_round  # nobody left to compare with: no second round
+    assert set(result.beaten()) == {n.config for n in neighbours}
+
+
+def test_a_neighbour_that_wins_every_round_runs_them_all_and_is_taken():
+    pool = CountingPool(valley)
+    start = EngineConfig(4, 2, False, "fp32")
+    step = _refiner(pool).climb(start).steps[0]
+    winner = next(n for n in step.neighbours if n.config == step.moved_to)
+    assert winner.rounds == 2 and not winner.beaten
+    assert all(n.rounds == 1 for n in step.neighbours if n.config != step.moved_to)

@@ -90,3 +90,20 @@ def test_a_result_without_a_raced_baseline_says_why_instead_of_a_speedup():
     result = SearchResult("s", fast, None, [fast], [], baseline_skipped="estimated 9000 MB would pass the budget")
     text = format_result(result)
     assert result.speedup_p95 is None and "n/a" in text and "not raced: estimated 9000 MB" in text
+
+
+def test_finalists_skip_what_the_refinement_beat_side_by_side_but_keep_the_pick():
+    from autotune.search.finalists import finalists_from
+
+    space = SearchSpace(batch_sizes=(1, 2, 4), threads=(1,), length_sort=(False,), precisions=("fp32",))
+    study = optuna.create_study()
+    for batch, value in ((1, 10.0), (2, 11.0), (4, 12.0)):
+        study.add_trial(optuna.trial.create_trial(
+            params={**EngineConfig(batch, 1, False, "fp32").to_dict()},
+            distributions={k: optuna.distributions.CategoricalDistribution(v)
+                           for k, v in space.dimensions().items()},
+            value=value, constraints={"parity": 0.0, "memory": 0.0}))
+    pick, beaten = EngineConfig(1, 1, False, "fp32"), EngineConfig(2, 1, False, "fp32")
+    configs = finalists_from(study, space, 3, first=pick, beaten=[beaten, pick])
+    assert configs[0] == space.baseline() and configs[1] == pick
+    assert beaten not in configs and EngineConfig(4, 1, False, "fp32") in configs
