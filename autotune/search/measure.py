@@ -181,7 +181,8 @@ def interleaved_passes(timers: Sequence[PassTimer], queries: Sequence[Query], ro
         for i in [alive[(r + k) % len(alive)] for k in range(len(alive))]:
             passes[i].append(timers[i](queries))
         if still_in is not None:
-            alive = [i for i in alive if i in set(still_in(passes))]
+            kept = set(still_in(passes))
+            alive = [i for i in alive if i in kept]
         if not alive:
             break
     return passes
