@@ -11,14 +11,21 @@ It prints, per seed, the pick's p95 / the grid's best p95 (from the race), and t
 time (search, refinement and re-race) / the grid's measuring time; beside it, the run's whole wall
 time (with the reference, the pre-checks, the served-memory check and the outputs) / the grid's.
 Then `explain`'s leave-one-out on each pick: a revert faster beyond the noise (every round agrees,
-and by more than 3%) is counted. Usage:
+and by more than 3%) is counted. Each seed also prints this process's peak RSS so far (the kernel's
+high-water mark across the per-trial resets): an upper bound on that run's own peak.
+
+The grids and the seeds' runs take hours, so `--cache DIR` keeps each grid's result and each seed's
+run there; a later invocation with the same folder, workload, host and autotune source resumes where
+the last one stopped. The race and the leave-one-out are always measured afresh. Usage:
 
     python benchmarks/search_efficiency.py [--workloads example,heavy,longtail] [--seeds 0,1,2,3,4]
+                                           [--cache DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import tempfile
@@ -28,12 +35,14 @@ from pathlib import Path
 import optuna
 from _common import WORKLOADS
 
+import autotune
 from autotune.analysis.explain import explain
 from autotune.host import default_probe
 from autotune.runtime.engine import EngineConfig
 from autotune.runtime.model import build_default_model
 from autotune.runtime.targets import SpaceLimits, get_target
 from autotune.search.finalists import rerace
+from autotune.search.memory import process_peak_mb
 from autotune.search.objective import Objective
 from autotune.search.parity import reference_scores
 from autotune.search.prechecks import prechecked
@@ -47,6 +56,35 @@ def write_jsonl(workload: Workload, path: Path) -> Path:
     path.write_text("".join(json.dumps({"id": q.id, "query": q.query, "documents": q.documents}) + "\n"
                             for q in workload.queries), encoding="utf-8")
     return path
+
+
+def source_sha256() -> str:
+    """The autotune package's source: a seed's cached run is stale once the search code changes."""
+    root = Path(autotune.__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def seed_run(workload: Workload, host: object, path: Path, tmp: Path, target: str, seed: int,
+             cache: Path | None) -> dict:
+    """One default `autotune run` (a fresh study), or its result kept in `cache` by an earlier invocation."""
+    key = {"workload": workload.sha256, "host": host.fingerprint, "source": source_sha256()}  # type: ignore[attr-defined]
+    if cache is not None and cache.exists():
+        saved = json.loads(cache.read_text())
+        if all(saved.get(k) == v for k, v in key.items()):
+            return saved
+    os.environ["AUTOTUNE_STATE_DIR"] = str(tmp / f"state-{seed}")  # a fresh study per seed
+    opts = RunOptions(workload=path, env_file=tmp / f"{seed}.env", profile_dir=tmp / "p", name=f"seed{seed}",
+                      compose_file=None, target=target, model_out=tmp / f"model-{seed}",
+                      settings=SearchSettings(seed=seed))
+    result = tune(opts).result
+    run = {**key, "pick": result.winner.config.to_dict(), "measuring_s": result.measuring_s,
+           "elapsed_s": result.elapsed_s, "phases_s": result.phases_s, "peak_rss_mb": process_peak_mb()}
+    if cache is not None:
+        cache.write_text(json.dumps(run))
+    return run
 
 
 def grid(target_name: str, workload: Workload, host: object, bundle: object,
@@ -80,8 +118,11 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2,3,4")
     parser.add_argument("--target", default="onnx")
     parser.add_argument("--race-rounds", type=int, default=5)
-    parser.add_argument("--grid-cache", type=Path, help="a folder to keep each grid's result in (they take long)")
+    parser.add_argument("--cache", type=Path,
+                        help="a folder to keep each grid's result and each seed's run in, to resume from")
     args = parser.parse_args()
+    if args.cache is not None:
+        args.cache.mkdir(parents=True, exist_ok=True)
     host = default_probe().probe()
     bundle = build_default_model()
     isa = ", ".join(k for k, v in host.isa.items() if v)
@@ -90,21 +131,19 @@ def main() -> None:
     totals = {"within": 0, "cheap": 0, "runs": 0, "faster_reverts": 0}
     for name in args.workloads.split(","):
         workload = WORKLOADS[name]()
-        cache = None if args.grid_cache is None else args.grid_cache / f"grid-{name}-{args.target}.json"
-        pool, best, grid_s, size = grid(args.target, workload, host, bundle, cache)
+        def cached(kind: str, name: str = name) -> Path | None:
+            return None if args.cache is None else args.cache / f"{kind}-{name}-{args.target}.json"
+
+        pool, best, grid_s, size = grid(args.target, workload, host, bundle, cached("grid"))
         print(f"\n[{name}] grid: {size} configurations, {grid_s:.0f} s of measuring; best {best.label()}")
         picks = []
         with tempfile.TemporaryDirectory() as tmp:
             path = write_jsonl(workload, Path(tmp) / "queries.jsonl")
             for seed in seeds:
-                os.environ["AUTOTUNE_STATE_DIR"] = str(Path(tmp) / f"state-{seed}")  # a fresh study per seed
-                opts = RunOptions(workload=path, env_file=Path(tmp) / f"{seed}.env", profile_dir=Path(tmp) / "p",
-                                  name=f"seed{seed}", compose_file=None, target=args.target,
-                                  model_out=Path(tmp) / f"model-{seed}", settings=SearchSettings(seed=seed))
-                outcome = tune(opts)
-                picks.append((seed, outcome.result.winner.config, outcome.result.measuring_s,
-                              outcome.result.elapsed_s, outcome.result.phases_s))
-        configs = [best] + [c for c in dict.fromkeys(p for _, p, _, _, _ in picks) if c != best]
+                run = seed_run(workload, host, path, Path(tmp), args.target, seed, cached(f"seed{seed}"))
+                picks.append((seed, EngineConfig.from_dict(run["pick"]), run["measuring_s"], run["elapsed_s"],
+                              run["phases_s"], run["peak_rss_mb"]))
+        configs = [best] + [c for c in dict.fromkeys(p[1] for p in picks) if c != best]
         race = {f.config: f.latency.p95_ms for f in rerace(pool, workload, configs, args.race_rounds)}
         baseline = get_target(args.target).space(SpaceLimits(usable_cores=host.cores.usable,
                                                              max_candidates=workload.max_candidates)).baseline()
@@ -114,7 +153,7 @@ def main() -> None:
             reverts[config] = [s.knob for s in loo if s.ratio > 1 and s.beyond_noise]
         if best not in reverts:
             reverts[best] = []
-        for seed, pick, run_s, wall_s, phases in picks:
+        for seed, pick, run_s, wall_s, phases, peak_mb in picks:
             ratio = race[pick] / race[best]
             cost = run_s / grid_s
             within, cheap = ratio <= 1.05, cost <= 0.30
@@ -124,7 +163,7 @@ def main() -> None:
             totals["faster_reverts"] += bool(reverts[pick])
             print(f"  seed {seed}: {pick.label():<48} p95 / grid best {ratio:.3f}  measuring / grid {cost:.2f} "
                   f"(wall {wall_s / grid_s:.2f}; {' '.join(f'{k} {v / grid_s:.2f}' for k, v in phases.items())})  "
-                  f"faster reverts: {', '.join(reverts[pick]) or 'none'}")
+                  f"faster reverts: {', '.join(reverts[pick]) or 'none'}; peak RSS so far {peak_mb:.0f} MB")
     print(f"\nwithin 5% of the grid's best: {totals['within']}/{totals['runs']}; at most 30% of the grid's time: "
           f"{totals['cheap']}/{totals['runs']}; picks with a faster revert: {totals['faster_reverts']}")
 
