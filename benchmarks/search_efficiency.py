@@ -7,12 +7,13 @@ For each workload (example, heavy, longtail), on the `onnx` target:
 2. `autotune run` (the `tune` function, default settings, a fresh study) for each seed;
 3. every seed's pick and the grid's best, re-measured interleaved in one race.
 
-It prints, per seed, the pick's p95 / the grid's best p95 (from the race), and the run's measuring
-time (search, refinement and re-race) / the grid's measuring time; beside it, the run's whole wall
-time (with the reference, the pre-checks, the served-memory check and the outputs) / the grid's.
-Then `explain`'s leave-one-out on each pick: a revert faster beyond the noise (every round agrees,
-and by more than 3%) is counted. Each seed also prints this process's peak RSS so far (the kernel's
-high-water mark across the per-trial resets): an upper bound on that run's own peak.
+It prints each seed's run as it ends: its measuring time (search, refinement and re-race) / the
+grid's measuring time, beside its whole wall time (with the reference, the pre-checks, the
+served-memory check and the outputs) / the grid's, and this process's peak RSS so far (the
+kernel's high-water mark across the per-trial resets: an upper bound on that run's own peak).
+Then the race: each pick's p95 / the grid's best p95. Then `explain`'s leave-one-out on each
+distinct pick: a revert faster beyond the noise (every round agrees, and by more than 3%) is
+counted.
 
 The grids and the seeds' runs take hours, so `--cache DIR` keeps each grid's result and each seed's
 run there; a later invocation with the same folder, workload, host and autotune source resumes where
@@ -131,42 +132,43 @@ def main() -> None:
     totals = {"within": 0, "cheap": 0, "runs": 0, "faster_reverts": 0}
     for name in args.workloads.split(","):
         workload = WORKLOADS[name]()
+
         def cached(kind: str, name: str = name) -> Path | None:
             return None if args.cache is None else args.cache / f"{kind}-{name}-{args.target}.json"
 
         pool, best, grid_s, size = grid(args.target, workload, host, bundle, cached("grid"))
-        print(f"\n[{name}] grid: {size} configurations, {grid_s:.0f} s of measuring; best {best.label()}")
-        picks = []
+        print(f"\n[{name}] grid: {size} configurations, {grid_s:.0f} s of measuring; best {best.label()}", flush=True)
+        picks: dict[int, EngineConfig] = {}
         with tempfile.TemporaryDirectory() as tmp:
             path = write_jsonl(workload, Path(tmp) / "queries.jsonl")
-            for seed in seeds:
+            for seed in seeds:  # each printed as it ends: a run cut short still shows the seeds it finished
                 run = seed_run(workload, host, path, Path(tmp), args.target, seed, cached(f"seed{seed}"))
-                picks.append((seed, EngineConfig.from_dict(run["pick"]), run["measuring_s"], run["elapsed_s"],
-                              run["phases_s"], run["peak_rss_mb"]))
-        configs = [best] + [c for c in dict.fromkeys(p[1] for p in picks) if c != best]
+                picks[seed] = EngineConfig.from_dict(run["pick"])
+                cost = run["measuring_s"] / grid_s
+                totals["cheap"] += cost <= 0.30
+                phases = " ".join(f"{k} {v / grid_s:.2f}" for k, v in run["phases_s"].items())
+                print(f"  seed {seed}: picked {picks[seed].label()}; measuring / grid {cost:.2f} "
+                      f"(wall {run['elapsed_s'] / grid_s:.2f}; {phases}); peak RSS so far "
+                      f"{run['peak_rss_mb']:.0f} MB", flush=True)
+        configs = [best] + [c for c in dict.fromkeys(picks.values()) if c != best]
         race = {f.config: f.latency.p95_ms for f in rerace(pool, workload, configs, args.race_rounds)}
+        for seed, pick in picks.items():
+            ratio = race[pick] / race[best]
+            totals["within"] += ratio <= 1.05
+            totals["runs"] += 1
+            print(f"  seed {seed}: p95 / grid best {ratio:.3f} (raced interleaved, {args.race_rounds} rounds)",
+                  flush=True)
         baseline = get_target(args.target).space(SpaceLimits(usable_cores=host.cores.usable,
                                                              max_candidates=workload.max_candidates)).baseline()
-        reverts = {}
-        for config in configs[1:] if len(configs) > 1 else configs:
+        for config in dict.fromkeys(picks.values()):  # every pick, the grid's best too where a seed chose it
             loo = explain(pool, workload, baseline, config, rounds=5).leave_one_out
-            reverts[config] = [s.knob for s in loo if s.ratio > 1 and s.beyond_noise]
-        if best not in reverts:
-            reverts[best] = []
-        for seed, pick, run_s, wall_s, phases, peak_mb in picks:
-            ratio = race[pick] / race[best]
-            cost = run_s / grid_s
-            within, cheap = ratio <= 1.05, cost <= 0.30
-            totals["within"] += within
-            totals["cheap"] += cheap
-            totals["runs"] += 1
-            totals["faster_reverts"] += bool(reverts[pick])
-            print(f"  seed {seed}: {pick.label():<48} p95 / grid best {ratio:.3f}  measuring / grid {cost:.2f} "
-                  f"(wall {wall_s / grid_s:.2f}; {' '.join(f'{k} {v / grid_s:.2f}' for k, v in phases.items())})  "
-                  f"faster reverts: {', '.join(reverts[pick]) or 'none'}; peak RSS so far {peak_mb:.0f} MB")
+            reverts = [s.knob for s in loo if s.ratio > 1 and s.beyond_noise]
+            seeds_of = [seed for seed, pick in picks.items() if pick == config]
+            totals["faster_reverts"] += len(seeds_of) if reverts else 0
+            print(f"  {config.label()} (seeds {', '.join(map(str, seeds_of))}): "
+                  f"faster reverts: {', '.join(reverts) or 'none'}", flush=True)
     print(f"\nwithin 5% of the grid's best: {totals['within']}/{totals['runs']}; at most 30% of the grid's time: "
           f"{totals['cheap']}/{totals['runs']}; picks with a faster revert: {totals['faster_reverts']}")
-
 
 if __name__ == "__main__":
     main()
