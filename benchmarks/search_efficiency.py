@@ -9,8 +9,8 @@ For each workload (example, heavy, longtail), on the `onnx` target:
 
 It prints each seed's run as it ends: its measuring time (search, refinement and re-race) / the
 grid's measuring time, beside its whole wall time (with the reference, the pre-checks, the
-served-memory check and the outputs) / the grid's, and this process's peak RSS so far (the
-kernel's high-water mark across the per-trial resets: an upper bound on that run's own peak).
+served-memory check and the outputs) / the grid's, and its peak RSS (each run has a fresh process,
+as the CLI does; the kernel's high-water mark across the per-trial resets).
 Then the race: each pick's p95 / the grid's best p95. Then `explain`'s leave-one-out on each
 distinct pick: a revert faster beyond the noise (every round agrees, and by more than 3%) is
 counted.
@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import multiprocessing
 import os
 import tempfile
 import time
@@ -70,22 +71,34 @@ def source_sha256() -> str:
 
 def seed_run(workload: Workload, host: object, path: Path, tmp: Path, target: str, seed: int,
              cache: Path | None) -> dict:
-    """One default `autotune run` (a fresh study), or its result kept in `cache` by an earlier invocation."""
+    """One default `autotune run` (a fresh study) in a fresh process, as the CLI runs it, so its peak RSS
+    is its own; or its result kept in `cache` by an earlier invocation."""
     key = {"workload": workload.sha256, "host": host.fingerprint, "source": source_sha256()}  # type: ignore[attr-defined]
     if cache is not None and cache.exists():
         saved = json.loads(cache.read_text())
         if all(saved.get(k) == v for k, v in key.items()):
             return saved
+    out = tmp / f"run-{seed}.json"
+    child = multiprocessing.get_context("spawn").Process(target=_run_in_child, args=(path, tmp, target, seed, out))
+    child.start()
+    child.join()
+    if child.exitcode != 0:
+        raise SystemExit(f"seed {seed}: the run's process exited with {child.exitcode}")
+    run = {**key, **json.loads(out.read_text())}
+    if cache is not None:
+        cache.write_text(json.dumps(run))
+    return run
+
+
+def _run_in_child(path: Path, tmp: Path, target: str, seed: int, out: Path) -> None:
     os.environ["AUTOTUNE_STATE_DIR"] = str(tmp / f"state-{seed}")  # a fresh study per seed
     opts = RunOptions(workload=path, env_file=tmp / f"{seed}.env", profile_dir=tmp / "p", name=f"seed{seed}",
                       compose_file=None, target=target, model_out=tmp / f"model-{seed}",
                       settings=SearchSettings(seed=seed))
     result = tune(opts).result
-    run = {**key, "pick": result.winner.config.to_dict(), "measuring_s": result.measuring_s,
-           "elapsed_s": result.elapsed_s, "phases_s": result.phases_s, "peak_rss_mb": process_peak_mb()}
-    if cache is not None:
-        cache.write_text(json.dumps(run))
-    return run
+    out.write_text(json.dumps({"pick": result.winner.config.to_dict(), "measuring_s": result.measuring_s,
+                               "elapsed_s": result.elapsed_s, "phases_s": result.phases_s,
+                               "peak_rss_mb": process_peak_mb()}))
 
 
 def grid(target_name: str, workload: Workload, host: object, bundle: object,
@@ -148,7 +161,7 @@ def main() -> None:
                 totals["cheap"] += cost <= 0.30
                 phases = " ".join(f"{k} {v / grid_s:.2f}" for k, v in run["phases_s"].items())
                 print(f"  seed {seed}: picked {picks[seed].label()}; measuring / grid {cost:.2f} "
-                      f"(wall {run['elapsed_s'] / grid_s:.2f}; {phases}); peak RSS so far "
+                      f"(wall {run['elapsed_s'] / grid_s:.2f}; {phases}); peak RSS "
                       f"{run['peak_rss_mb']:.0f} MB", flush=True)
         configs = [best] + [c for c in dict.fromkeys(picks.values()) if c != best]
         race = {f.config: f.latency.p95_ms for f in rerace(pool, workload, configs, args.race_rounds)}
