@@ -32,6 +32,7 @@ import multiprocessing
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import optuna
@@ -39,6 +40,7 @@ from _common import WORKLOADS
 
 import autotune
 from autotune.analysis.explain import explain
+from autotune.fileio import write_atomic
 from autotune.host import default_probe
 from autotune.runtime.engine import EngineConfig
 from autotune.runtime.model import build_default_model
@@ -69,25 +71,35 @@ def source_sha256() -> str:
     return digest.hexdigest()
 
 
-def seed_run(workload: Workload, host: object, path: Path, tmp: Path, target: str, seed: int,
-             cache: Path | None) -> dict:
-    """One default `autotune run` (a fresh study) in a fresh process, as the CLI runs it, so its peak RSS
-    is its own; or its result kept in `cache` by an earlier invocation."""
-    key = {"workload": workload.sha256, "host": host.fingerprint, "source": source_sha256()}  # type: ignore[attr-defined]
+def resumed(cache: Path | None, key: dict[str, str], compute: Callable[[], dict]) -> dict:
+    """`compute()`'s result with `key`, kept in `cache`: a later call with the same key reads it back."""
     if cache is not None and cache.exists():
         saved = json.loads(cache.read_text())
         if all(saved.get(k) == v for k, v in key.items()):
             return saved
-    out = tmp / f"run-{seed}.json"
-    child = multiprocessing.get_context("spawn").Process(target=_run_in_child, args=(path, tmp, target, seed, out))
-    child.start()
-    child.join()
-    if child.exitcode != 0:
-        raise SystemExit(f"seed {seed}: the run's process exited with {child.exitcode}")
-    run = {**key, **json.loads(out.read_text())}
+    result = {**key, **compute()}
     if cache is not None:
-        cache.write_text(json.dumps(run))
-    return run
+        write_atomic(cache, json.dumps(result))  # a run killed mid-write leaves no half a cache
+    return result
+
+
+def seed_run(workload: Workload, host: object, path: Path, tmp: Path, target: str, seed: int,
+             cache: Path | None) -> dict:
+    """One default `autotune run` (a fresh study) in a fresh process, as the CLI runs it, so its peak RSS
+    is its own; or its result kept in `cache` by an earlier invocation."""
+
+    def run() -> dict:
+        out = tmp / f"run-{seed}.json"
+        child = multiprocessing.get_context("spawn").Process(target=_run_in_child,
+                                                             args=(path, tmp, target, seed, out))
+        child.start()
+        child.join()
+        if child.exitcode != 0:
+            raise SystemExit(f"seed {seed}: the run's process exited with {child.exitcode}")
+        return json.loads(out.read_text())
+
+    key = {"workload": workload.sha256, "host": host.fingerprint, "source": source_sha256()}  # type: ignore[attr-defined]
+    return resumed(cache, key, run)
 
 
 def _run_in_child(path: Path, tmp: Path, target: str, seed: int, out: Path) -> None:
@@ -106,24 +118,22 @@ def grid(target_name: str, workload: Workload, host: object, bundle: object,
     """The grid's best and its measuring time; kept in `cache` (by workload and host), since it takes long."""
     target = get_target(target_name)
     pool = target.pool(bundle, has_vnni=host.has_vnni, usable_cores=host.cores.usable)  # type: ignore[attr-defined]
-    if cache is not None and cache.exists():
-        saved = json.loads(cache.read_text())
-        if saved["workload"] == workload.sha256 and saved["host"] == host.fingerprint:  # type: ignore[attr-defined]
-            return pool, EngineConfig.from_dict(saved["best"]), float(saved["seconds"]), int(saved["size"])
-    settings = SearchSettings(halving=False)
-    space = target.space(SpaceLimits(usable_cores=host.cores.usable,  # type: ignore[attr-defined]
-                                     max_candidates=workload.max_candidates))
-    reference = reference_scores(pool, workload, host.onnxruntime)  # type: ignore[attr-defined]
-    space, _dropped = prechecked(space, pool, workload, reference, settings.int8_tolerance)
-    study = optuna.create_study(sampler=optuna.samplers.GridSampler(space.dimensions()))
-    objective = Objective(pool, workload, reference, space, settings)
-    started = time.monotonic()
-    study.optimize(objective, n_trials=space.size())
-    best, seconds = best_feasible_config(study), time.monotonic() - started
-    if cache is not None:
-        cache.write_text(json.dumps({"workload": workload.sha256, "host": host.fingerprint,  # type: ignore[attr-defined]
-                                     "best": best.to_dict(), "seconds": seconds, "size": space.size()}))
-    return pool, best, seconds, space.size()
+
+    def measure() -> dict:
+        settings = SearchSettings(halving=False)
+        space = target.space(SpaceLimits(usable_cores=host.cores.usable,  # type: ignore[attr-defined]
+                                         max_candidates=workload.max_candidates))
+        reference = reference_scores(pool, workload, host.onnxruntime)  # type: ignore[attr-defined]
+        space, _dropped = prechecked(space, pool, workload, reference, settings.int8_tolerance)
+        study = optuna.create_study(sampler=optuna.samplers.GridSampler(space.dimensions()))
+        objective = Objective(pool, workload, reference, space, settings)
+        started = time.monotonic()
+        study.optimize(objective, n_trials=space.size())
+        return {"best": best_feasible_config(study).to_dict(), "seconds": time.monotonic() - started,
+                "size": space.size()}
+
+    saved = resumed(cache, {"workload": workload.sha256, "host": host.fingerprint}, measure)  # type: ignore[attr-defined]
+    return pool, EngineConfig.from_dict(saved["best"]), float(saved["seconds"]), int(saved["size"])
 
 
 def main() -> None:
@@ -182,6 +192,7 @@ def main() -> None:
                   f"faster reverts: {', '.join(reverts) or 'none'}", flush=True)
     print(f"\nwithin 5% of the grid's best: {totals['within']}/{totals['runs']}; at most 30% of the grid's time: "
           f"{totals['cheap']}/{totals['runs']}; picks with a faster revert: {totals['faster_reverts']}")
+
 
 if __name__ == "__main__":
     main()
