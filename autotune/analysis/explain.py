@@ -3,6 +3,9 @@
 Waterfall: from the baseline, apply the winner's knobs in the order batch size -> threads ->
 length sort -> precision -> arena -> graph -> spinning, each step measured interleaved with the one before. Then
 leave-one-out: revert each knob alone from the winner, measured interleaved with the winner.
+A knob whose change runs the same configuration on this host (the target's default threads
+resolve to the very count the winner names) is listed as unchanged, not timed: timing one
+session against itself measures only the noise, and can call it a difference.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class ExplainResult:
     baseline_p95_ms: float
     steps: list[Step]
     leave_one_out: list[Step]
+    unchanged: list[str] = field(default_factory=list)  # knobs whose change runs the same configuration here
 
     @property
     def cumulative(self) -> list[float]:
@@ -73,7 +77,8 @@ class ExplainResult:
 
         return {"baseline_p95_ms": round(self.baseline_p95_ms, 3), "waterfall": [step(s) for s in self.steps],
                 "cumulative": [round(c, 4) for c in self.cumulative],
-                "leave_one_out": [step(s) for s in self.leave_one_out], "most_important": self.most_important()}
+                "leave_one_out": [step(s) for s in self.leave_one_out], "unchanged": self.unchanged,
+                "most_important": self.most_important()}
 
 
 def _pair(pool: ScoringPool, workload: Workload, knob: str, before: EngineConfig, after: EngineConfig,
@@ -88,12 +93,17 @@ def _pair(pool: ScoringPool, workload: Workload, knob: str, before: EngineConfig
 def explain(pool: ScoringPool, workload: Workload, baseline: EngineConfig, winner: EngineConfig,
             rounds: int) -> ExplainResult:
     steps: list[Step] = []
+    unchanged: list[str] = []
     current = baseline
     baseline_p95 = None
     for knob in KNOBS:
         if getattr(winner, knob) == getattr(current, knob):
             continue
         nxt = replace(current, **{knob: getattr(winner, knob)})
+        if pool.effective(nxt) == pool.effective(current):
+            unchanged.append(knob)
+            current = nxt
+            continue
         step = _pair(pool, workload, knob, current, nxt, rounds)
         baseline_p95 = step.before_p95_ms if baseline_p95 is None else baseline_p95
         steps.append(step)
@@ -102,10 +112,14 @@ def explain(pool: ScoringPool, workload: Workload, baseline: EngineConfig, winne
     for knob in KNOBS:
         if getattr(winner, knob) == getattr(baseline, knob):
             continue
-        loo.append(_pair(pool, workload, knob, winner, replace(winner, **{knob: getattr(baseline, knob)}), rounds))
-    if baseline_p95 is None:  # the winner is the baseline
+        reverted = replace(winner, **{knob: getattr(baseline, knob)})
+        if pool.effective(reverted) == pool.effective(winner):
+            unchanged += [] if knob in unchanged else [knob]
+            continue
+        loo.append(_pair(pool, workload, knob, winner, reverted, rounds))
+    if baseline_p95 is None:  # the winner is the baseline, as it runs here
         baseline_p95 = _pair(pool, workload, "none", baseline, baseline, rounds).before_p95_ms
-    return ExplainResult(baseline_p95, steps, loo)
+    return ExplainResult(baseline_p95, steps, loo, unchanged)
 
 
 def explain_profile(profile: dict[str, Any], workload: Workload, host: HostInfo, *, rounds: int,

@@ -120,6 +120,9 @@ def format_explain(result: ExplainResult) -> str:
         if faster:
             out.append(f"warning: reverting {', '.join(faster)} alone was faster beyond the noise: rerun `autotune run`"
                        " on a quiet host")
+    if result.unchanged:
+        out.append(f"not timed: {', '.join(result.unchanged)} (on this host its change runs the same configuration, "
+                   "e.g. the default threads are the count the winner names)")
     most = result.most_important()
     out.append("" if most is None else f"\nThe knob that mattered most: {most}")
     if not result.steps:

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 from autotune.analysis.explain import ExplainResult, Step, explain
-from autotune.runtime.engine import BASELINE, EngineConfig
+from autotune.analysis.summary import format_explain
+from autotune.runtime.engine import BASELINE, EngineConfig, EngineTraits
 from autotune.runtime.model import load_model_dir
 from autotune.runtime.sessions import EnginePool
 from autotune.workload.queries import load_workload
@@ -16,6 +17,23 @@ def test_waterfall_order_and_leave_one_out(tiny_model_dir, workload_file):
     assert [s.config for s in result.leave_one_out] == [
         EngineConfig(32, 1, False, "int8"), EngineConfig(4, 0, False, "int8"), EngineConfig(4, 1, False, "fp32")]
     assert len(result.cumulative) == 3
+
+
+def test_a_knob_whose_change_runs_the_same_configuration_is_not_timed(tiny_model_dir, workload_file):
+    """Hindsight's onnx provider runs ONNX_THREADS=0 as its native count: reverting 2 threads to the default on
+    a 2-core host times one session against itself, which is noise, not a revert."""
+    pool = EnginePool(load_model_dir(tiny_model_dir), has_vnni=False, traits=EngineTraits(zero_threads=2))
+    winner = EngineConfig(batch_size=4, intra_op_threads=2, length_sort=False, precision="fp32")
+    result = explain(pool, load_workload(workload_file), BASELINE, winner, rounds=1)
+    assert [s.knob for s in result.steps] == ["batch_size"]
+    assert [s.knob for s in result.leave_one_out] == ["batch_size"]
+    assert result.unchanged == ["intra_op_threads"]
+    assert result.to_dict()["unchanged"] == ["intra_op_threads"]
+    assert "not timed: intra_op_threads" in format_explain(result)
+
+    other = explain(EnginePool(load_model_dir(tiny_model_dir), has_vnni=False, traits=EngineTraits(zero_threads=1)),
+                    load_workload(workload_file), BASELINE, winner, rounds=1)
+    assert [s.knob for s in other.leave_one_out] == ["batch_size", "intra_op_threads"] and not other.unchanged
 
 
 def test_cumulative_and_most_important():
