@@ -37,7 +37,7 @@ def add_parser(sub: Any) -> None:
                    help="wall-clock seconds for the whole run: search, refinement and the final re-race")
     p.add_argument("--max-memory", type=finite_float, default=None, metavar="MB",
                    help="the tuner's peak RSS may not pass this; a configuration estimated or measured past it is "
-                        "rejected (default: the RSS at start plus half the memory available, at most 4096)")
+                        "rejected (default: the RSS at start plus half the memory available, at most 2048)")
     p.add_argument("--refine-rounds", type=int, default=2,
                    help="interleaved rounds per hill-climbing step after the search (0: no refinement)")
     p.add_argument("--no-halving", action="store_true",

@@ -17,7 +17,9 @@ from typing import Any
 import psutil
 
 DEFAULT_FRACTION = 0.5  # of the memory available when the run starts
-DEFAULT_CAP_MB = 4096.0  # and never more by default: the tuner is a guest on a Hindsight host
+DEFAULT_CAP_MB = 2048.0  # and never more by default: the tuner is a guest on a Hindsight host of 4-8 GB
+ESTIMATE_MARGIN = 1.5  # a configuration is run only if this much over its estimate fits: the estimate's
+# worst measured under-estimate was 1.45x (benchmarks/run_memory.py, arena on and off, batch 1 to 100)
 RUNTIME_MB = 20.0  # an ORT session's own buffers and thread pool, beyond weights and activations
 MB = 2**20
 _STATUS = Path("/proc/self/status")

@@ -20,7 +20,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from autotune.runtime.engine import EngineConfig, ScoringPool, plan_batches
 from autotune.search.measure import Load
-from autotune.search.memory import ModelMemory, PeakRss, rss_mb
+from autotune.search.memory import ESTIMATE_MARGIN, ModelMemory, PeakRss, rss_mb
 from autotune.search.parity import compare
 from autotune.search.space import SearchSettings, SearchSpace
 from autotune.search.stats import percentile
@@ -87,14 +87,17 @@ class Objective:
             trial.set_user_attr("estimated_mb", round(estimate, 1))
         reason = self.over_budget(config, estimate)
         if reason is not None:  # never run a configuration to the OOM killer
-            trial.set_constraint("memory", rss_mb() + estimate - self.memory_budget_mb)  # type: ignore[operator]
+            trial.set_constraint("memory", rss_mb() + ESTIMATE_MARGIN * estimate - self.memory_budget_mb)  # type: ignore[operator]
             trial.set_constraint("parity", 0.0)
             trial.set_user_attr("rejected", reason)
             return math.inf
-        with PeakRss() as peak:
-            value = self._measure(trial, config)
-        trial.set_user_attr("peak_growth_mb", round(peak.growth_mb, 1))
-        trial.set_user_attr("rss_mb", round(peak.peak_mb, 1))
+        peak = PeakRss()
+        try:
+            with peak:
+                value = self._measure(trial, config)
+        finally:  # a pruned trial ran too: its peak is recorded all the same
+            trial.set_user_attr("peak_growth_mb", round(peak.growth_mb, 1))
+            trial.set_user_attr("rss_mb", round(peak.peak_mb, 1))
         over = peak.peak_mb - self.memory_budget_mb if self.memory_budget_mb is not None else 0.0
         trial.set_constraint("memory", max(over, 0.0))
         if over > 0 and "rejected" not in trial.user_attrs:
@@ -146,11 +149,21 @@ class Objective:
         return value
 
     def over_budget(self, config: EngineConfig, estimate: float | None = None) -> str | None:
-        """Why running `config` would take the tuner past its memory budget, or None when it fits."""
+        """Why running `config` would take the tuner past its memory budget, or None when it fits.
+
+        It must fit with the estimate's margin. When it does not beside the sessions the pool keeps
+        from earlier trials (an arena stays as large as its largest batch), those are released first.
+        """
         estimate = self.estimate_mb(config) if estimate is None else estimate
-        if estimate is None or self.memory_budget_mb is None or rss_mb() + estimate <= self.memory_budget_mb:
+        if estimate is None or self.memory_budget_mb is None:
             return None
-        return f"estimated {estimate:.0f} MB would pass the memory budget of {self.memory_budget_mb:.0f} MB"
+        need = ESTIMATE_MARGIN * estimate
+        if rss_mb() + need > self.memory_budget_mb:
+            self.pool.release()
+        if rss_mb() + need <= self.memory_budget_mb:
+            return None
+        return (f"estimated {estimate:.0f} MB (x{ESTIMATE_MARGIN} margin) would pass the memory budget of "
+                f"{self.memory_budget_mb:.0f} MB")
 
     def estimate_mb(self, config: EngineConfig) -> float | None:
         """A session per worker, each with this configuration's largest batch, from the workload's real pair

@@ -53,7 +53,7 @@ def test_batch_shapes_follow_the_engine_cut():
 
 
 def test_budget_and_cgroup_limit():
-    assert 0 < default_budget_mb() <= 4096 and default_budget_mb(cap_mb=1.0) == 1.0
+    assert 0 < default_budget_mb() <= 2048 and default_budget_mb(cap_mb=1.0) == 1.0
     assert cgroup_memory_limit(lambda p: "max") is None
     assert cgroup_memory_limit(lambda p: "1073741824" if p.endswith("memory.max") else None) == 2**30
     assert cgroup_memory_limit(lambda p: None) is None

@@ -7,7 +7,7 @@ from autotune.errors import OptionsError
 from autotune.runtime.engine import EngineTraits
 from autotune.runtime.model import load_model_dir
 from autotune.runtime.sessions import EnginePool
-from autotune.search.memory import ModelMemory
+from autotune.search.memory import ESTIMATE_MARGIN, ModelMemory, rss_mb
 from autotune.search.objective import Objective, rung_order, rung_sizes
 from autotune.search.parity import FP32_TOLERANCE, Tolerance, reference_scores
 from autotune.search.prechecks import prechecked
@@ -71,6 +71,39 @@ def test_over_the_memory_budget_is_rejected_before_any_session(setup):
     trial = study.trials[0]
     assert trial.constraints["memory"] > 0 and "memory budget" in trial.user_attrs["rejected"]
     assert pool._backends == {}
+
+
+def test_a_configuration_runs_only_if_its_estimate_fits_with_the_margin(setup):
+    """The estimate has been up to 1.45x under the measured peak: fitting the bare estimate is not enough."""
+    pool = setup[0]
+    objective = _objective(setup, memory_model=ModelMemory(500.0, 2, 4, 32, 64), lengths=[[10, 20]] * 8)
+    config = SPACE.baseline()
+    estimate = objective.estimate_mb(config)
+    assert estimate is not None and estimate > 1000
+    objective.memory_budget_mb = rss_mb() + (1.0 + ESTIMATE_MARGIN) / 2 * estimate
+    assert "margin" in (objective.over_budget(config) or "")
+    objective.memory_budget_mb = rss_mb() + (ESTIMATE_MARGIN + 0.1) * estimate
+    pool.engine(config)
+    assert objective.over_budget(config) is None and pool._backends  # fits: the kept session stays
+
+
+def test_sessions_kept_from_earlier_trials_are_released_before_a_configuration_is_refused(setup):
+    pool = setup[0]
+    objective = _objective(setup, memory_budget_mb=1.0, memory_model=ModelMemory(1.0, 2, 4, 32, 64),
+                           lengths=[[10, 20]] * 8)
+    pool.engine(SPACE.baseline())
+    assert pool._backends and objective.over_budget(SPACE.baseline()) is not None
+    assert pool._backends == {}
+
+
+def test_a_pruned_trial_records_its_peak_memory(setup):
+    objective = _objective(setup, memory_budget_mb=1e6, memory_model=ModelMemory(1.0, 2, 4, 32, 64),
+                           lengths=[[10, 20]] * 8)
+    study = optuna.create_study(pruner=optuna.pruners.ThresholdPruner(upper=0.0))  # prunes at the first rung
+    study.optimize(objective, n_trials=1)
+    trial = study.trials[0]
+    assert trial.state == optuna.trial.TrialState.PRUNED and trial.user_attrs["queries_measured"] == 2
+    assert trial.user_attrs["rss_mb"] > 0 and "peak_growth_mb" in trial.user_attrs
 
 
 def test_a_failing_rung_is_infeasible_and_stops_measuring(setup):
