@@ -5,7 +5,8 @@ For each workload (example, heavy, longtail), on the `onnx` target:
    pre-checks), each measured as a trial is without successive halving (warm-up, then
    `repeats` passes of the whole workload); its measuring time is the sum of those trials;
 2. `autotune run` (the `tune` function, default settings, a fresh study) for each seed;
-3. every seed's pick and the grid's best, re-measured interleaved in one race.
+3. every seed's pick and the grid's best, re-measured interleaved in one race, each as it runs
+   here (0 threads resolved): a pick that runs as the grid's best is that configuration, ratio 1.
 
 It prints each seed's run as it ends: its measuring time (search, refinement and re-race) / the
 grid's measuring time, beside its whole wall time (with the reference, the pre-checks, the
@@ -173,20 +174,22 @@ def main() -> None:
                 print(f"  seed {seed}: picked {picks[seed].label()}; measuring / grid {cost:.2f} "
                       f"(wall {run['elapsed_s'] / grid_s:.2f}; {phases}); peak RSS "
                       f"{run['peak_rss_mb']:.0f} MB", flush=True)
-        configs = [best] + [c for c in dict.fromkeys(picks.values()) if c != best]
+        # each configuration as it runs here, raced once: timing one session against itself measures noise
+        runs = {c: pool.effective(c) for c in [best, *picks.values()]}
+        configs = list(dict.fromkeys(runs.values()))
         race = {f.config: f.latency.p95_ms for f in rerace(pool, workload, configs, args.race_rounds)}
         for seed, pick in picks.items():
-            ratio = race[pick] / race[best]
+            ratio = race[runs[pick]] / race[runs[best]]
             totals["within"] += ratio <= 1.05
             totals["runs"] += 1
             print(f"  seed {seed}: p95 / grid best {ratio:.3f} (raced interleaved, {args.race_rounds} rounds)",
                   flush=True)
         baseline = get_target(args.target).space(SpaceLimits(usable_cores=host.cores.usable,
                                                              max_candidates=workload.max_candidates)).baseline()
-        for config in dict.fromkeys(picks.values()):  # every pick, the grid's best too where a seed chose it
+        for config in dict.fromkeys(runs[p] for p in picks.values()):  # every pick, the grid's best too
             loo = explain(pool, workload, baseline, config, rounds=5).leave_one_out
             reverts = [s.knob for s in loo if s.ratio > 1 and s.beyond_noise]
-            seeds_of = [seed for seed, pick in picks.items() if pick == config]
+            seeds_of = [seed for seed, pick in picks.items() if runs[pick] == config]
             totals["faster_reverts"] += len(seeds_of) if reverts else 0
             print(f"  {config.label()} (seeds {', '.join(map(str, seeds_of))}): "
                   f"faster reverts: {', '.join(reverts) or 'none'}", flush=True)
