@@ -87,7 +87,7 @@ class Objective:
             trial.set_user_attr("estimated_mb", round(estimate, 1))
         reason = self.over_budget(config, estimate)
         if reason is not None:  # never run a configuration to the OOM killer
-            trial.set_constraint("memory", rss_mb() + ESTIMATE_MARGIN * estimate - self.memory_budget_mb)  # type: ignore[operator]
+            trial.set_constraint("memory", self._excess_mb(estimate))  # type: ignore[arg-type]
             trial.set_constraint("parity", 0.0)
             trial.set_user_attr("rejected", reason)
             return math.inf
@@ -157,13 +157,16 @@ class Objective:
         estimate = self.estimate_mb(config) if estimate is None else estimate
         if estimate is None or self.memory_budget_mb is None:
             return None
-        need = ESTIMATE_MARGIN * estimate
-        if rss_mb() + need > self.memory_budget_mb:
+        if self._excess_mb(estimate) > 0:
             self.pool.release()
-        if rss_mb() + need <= self.memory_budget_mb:
+        if self._excess_mb(estimate) <= 0:
             return None
         return (f"estimated {estimate:.0f} MB (x{ESTIMATE_MARGIN} margin) would pass the memory budget of "
                 f"{self.memory_budget_mb:.0f} MB")
+
+    def _excess_mb(self, estimate: float) -> float:
+        """How far the RSS now plus the estimate with its margin would pass the budget (> 0: it would)."""
+        return rss_mb() + ESTIMATE_MARGIN * estimate - self.memory_budget_mb  # type: ignore[operator]
 
     def estimate_mb(self, config: EngineConfig) -> float | None:
         """A session per worker, each with this configuration's largest batch, from the workload's real pair
