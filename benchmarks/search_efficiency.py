@@ -17,8 +17,9 @@ distinct pick: a revert faster beyond the noise (every round agrees, and by more
 counted.
 
 The grids and the seeds' runs take hours, so `--cache DIR` keeps each grid's result and each seed's
-run there; a later invocation with the same folder, workload, host and autotune source resumes where
-the last one stopped. The race and the leave-one-out are always measured afresh. Usage:
+run there (with its refinement steps and its own re-race, to tell why a pick missed); a later
+invocation with the same folder, workload, host and autotune source resumes where the last one
+stopped. The race and the leave-one-out are always measured afresh. Usage:
 
     python benchmarks/search_efficiency.py [--workloads example,heavy,longtail] [--seeds 0,1,2,3,4]
                                            [--cache DIR]
@@ -111,7 +112,10 @@ def _run_in_child(path: Path, tmp: Path, target: str, seed: int, out: Path) -> N
     result = tune(opts).result
     out.write_text(json.dumps({"pick": result.winner.config.to_dict(), "measuring_s": result.measuring_s,
                                "elapsed_s": result.elapsed_s, "phases_s": result.phases_s,
-                               "peak_rss_mb": process_peak_mb()}))
+                               "peak_rss_mb": process_peak_mb(),  # the rest, to tell why a pick missed
+                               "refined": None if result.refined is None else result.refined.to_dict(),
+                               "race": [{"config": f.config.label(), "p95_ms": f.latency.p95_ms,
+                                         "rounds_ms": f.round_p95_ms} for f in result.finalists]}))
 
 
 def grid(target_name: str, workload: Workload, host: object, bundle: object,

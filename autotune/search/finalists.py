@@ -71,17 +71,20 @@ class SearchResult:
 
 def finalists_from(study: optuna.Study, space: SearchSpace, k: int, *, first: EngineConfig | None = None,
                    same: Callable[[EngineConfig], EngineConfig] = lambda c: c,
-                   with_baseline: bool = True, beaten: Sequence[EngineConfig] = ()) -> list[EngineConfig]:
-    """The baseline (unless left out), then `first` (the refined pick) and the best feasible trials:
+                   with_baseline: bool = True, beaten: Sequence[EngineConfig] = (),
+                   runners_up: Sequence[EngineConfig] = ()) -> list[EngineConfig]:
+    """The baseline (unless left out), then `first` (the refined pick), up to `k` - 1 of its
+    `runners_up` (neighbours the refinement could not tell from it), and the best feasible trials:
     up to `k` besides the baseline, none of them the same effective configuration as another, and
-    none that the refinement already found slower side by side (`beaten`)."""
+    none that the refinement already found slower beyond the noise (`beaten`). A runner-up comes
+    before the other trials: it was timed side by side with the pick, they were not."""
     feasible = [(t.value, t) for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
                 if is_feasible(t) and t.value is not None and set(t.params) == PARAMS]
     baseline = space.baseline()
     chosen: list[EngineConfig] = []
     seen = {same(baseline)} | {same(c) for c in beaten if first is None or same(c) != same(first)}
-    ranked = ([first] if first is not None else []) + [config_of(t) for _, t in sorted(feasible,
-                                                                                       key=lambda pair: pair[0])]
+    ranked = ([first] if first is not None else []) + list(runners_up) + [
+        config_of(t) for _, t in sorted(feasible, key=lambda pair: pair[0])]
     for config in ranked:
         if len(chosen) == k:
             break

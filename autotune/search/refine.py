@@ -8,6 +8,10 @@ parity. A neighbour that loses a round can no longer win every round, so it is n
 again in that step: at a local optimum the later rounds time the incumbent alone, or nothing.
 It stops at a local optimum, after `max_steps`, or at the deadline. A configuration measured
 once is never measured again.
+
+Two rounds are enough to move on a clear win, not to settle a near tie: the last step's
+neighbours that came within its noise of the incumbent (`runners_up`) go on to the final
+re-race, which has more rounds, rather than being dropped on a round lost by chance.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ class Neighbour:
     p95_ms: float | None  # None: not run (see `skipped`)
     skipped: str | None = None
     rounds: int = 0  # rounds it ran: fewer than the incumbent's once it lost one
-    beaten: bool = False  # slower than the incumbent side by side (overall, or in a round)
+    beaten: bool = False  # slower than the incumbent side by side, by more than the step's noise
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.config.to_dict(), "p95_ms": None if self.p95_ms is None else round(self.p95_ms, 3),
@@ -65,11 +69,19 @@ class RefineResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"start": self.start.to_dict(), "best": self.best.to_dict(), "stopped": self.stopped,
-                "steps": [s.to_dict() for s in self.steps]}
+                "runners_up": [c.to_dict() for c in self.runners_up()], "steps": [s.to_dict() for s in self.steps]}
 
     def beaten(self) -> list[EngineConfig]:
-        """Neighbours that were slower than their step's incumbent side by side: the re-race skips them."""
+        """Neighbours that were slower than their step's incumbent beyond the noise: the re-race skips them."""
         return [n.config for step in self.steps for n in step.neighbours if n.beaten]
+
+    def runners_up(self) -> list[EngineConfig]:
+        """The last step's neighbours within its noise of the pick (parity not yet checked), closest first:
+        the re-race settles them against the pick over more rounds."""
+        if not self.steps or self.steps[-1].moved_to is not None:
+            return []
+        close = [n for n in self.steps[-1].neighbours if n.p95_ms is not None and n.skipped is None and not n.beaten]
+        return [n.config for n in sorted(close, key=lambda n: n.p95_ms or 0.0)]
 
 
 @dataclass
@@ -127,7 +139,7 @@ class Refiner:
         rounds = [[percentile(r, 95) for r in p] for p in passes]
         spreads = [relative_spread(r) for r in rounds]
         threshold = max(MIN_GAIN, spreads[0])
-        measured = {c: Neighbour(c, v, rounds=len(r), beaten=len(r) < len(rounds[0]) or v >= p95[0])
+        measured = {c: Neighbour(c, v, rounds=len(r), beaten=v > _p95_over(passes[0], len(r)) * (1.0 + threshold))
                     for c, v, r in zip(to_run, p95[1:], rounds[1:], strict=True)}
         moved = None
         ranked = sorted(zip(to_run, p95[1:], spreads[1:], rounds[1:], strict=True), key=lambda item: item[1])
@@ -146,6 +158,11 @@ class Refiner:
     def _passes_parity(self, config: EngineConfig) -> bool:
         scores = replay(self.pool.engine(config), self.workload.queries, keep_scores=True).scores
         return compare(self.reference, scores, self.tolerance(config.precision)).passed
+
+
+def _p95_over(passes: list[list[float]], rounds: int) -> float:
+    """The p95 in ms over the first `rounds` passes: the incumbent over the rounds a neighbour shared with it."""
+    return percentile(per_query_medians(passes[:rounds]), 95) * 1000.0
 
 
 def _round_winners(passes: list[list[list[float]]]) -> list[int]:

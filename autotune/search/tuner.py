@@ -257,7 +257,8 @@ def _race(study: optuna.Study, objective: Objective, settings: SearchSettings, s
         stage(f"Hindsight's defaults are not raced: {skipped}")
     configs = finalists_from(study, space, settings.finalists, with_baseline=not skipped,
                              first=None if refined is None else refined.best, same=pool.effective,
-                             beaten=() if refined is None else refined.beaten())
+                             beaten=() if refined is None else refined.beaten(),
+                             runners_up=() if refined is None else refined.runners_up())
     if not configs:
         raise OptionsError(f"no configuration fits the memory budget of {budget:.0f} MB: raise --max-memory, "
                            "or lower --max-tokens or --batch-sizes")

@@ -135,3 +135,22 @@ def test_a_neighbour_that_wins_every_round_runs_them_all_and_is_taken():
     winner = next(n for n in step.neighbours if n.config == step.moved_to)
     assert winner.rounds == 2 and not winner.beaten
     assert all(n.rounds == 1 for n in step.neighbours if n.config != step.moved_to)
+
+
+def test_a_near_tie_is_a_runner_up_for_the_re_race_and_a_clear_loser_is_beaten():
+    best = EngineConfig(8, 2, False, "fp32")
+    tie = replace(best, batch_size=16)
+
+    def cost(config: EngineConfig) -> float:  # batch 16 ties batch 8; every other neighbour is 3x slower
+        return 30.0 if config in (best, tie) else 90.0
+
+    result = _refiner(SleepPool(cost)).climb(best)
+    assert result.best == best and len(result.steps) == 1
+    assert result.runners_up() == [tie]
+    assert tie not in result.beaten()
+    assert set(result.beaten()) == {n.config for n in result.steps[0].neighbours} - {tie}
+
+
+def test_no_runners_up_after_a_move():
+    result = _refiner(SleepPool(valley), max_steps=1).climb(EngineConfig(4, 2, False, "fp32"))
+    assert result.steps[-1].moved_to is not None and result.runners_up() == []
