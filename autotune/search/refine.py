@@ -9,9 +9,13 @@ again in that step: at a local optimum the later rounds time the incumbent alone
 It stops at a local optimum, after `max_steps`, or at the deadline. A configuration measured
 once is never measured again.
 
-Two rounds are enough to move on a clear win, not to settle a near tie: the last step's
-neighbours that came within its noise of the incumbent (`runners_up`) go on to the final
-re-race, which has more rounds, rather than being dropped on a round lost by chance.
+Two rounds are enough to move on a clear win, not to settle a near tie. A neighbour counts as
+slower (`beaten`) only by more than the step's spread and at least 10% (the spread at which
+pyperf calls repeats noisy): a step that stops after one round has measured no spread at all,
+and on a shared host one round of the same configuration varies by 5-25%. The last step's
+neighbours that are not beaten (`runners_up`) go on to the final re-race, which has more rounds,
+rather than being dropped on a round lost by chance; they cost no extra time there, since the
+re-race has a fixed number of places.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from autotune.runtime.engine import EngineConfig, ScoringPool
 from autotune.search.measure import Load, interleaved_passes, replay
 from autotune.search.parity import Tolerance, compare
 from autotune.search.space import SearchSpace
-from autotune.search.stats import per_query_medians, percentile, relative_spread
+from autotune.search.stats import NOISY_SPREAD, per_query_medians, percentile, relative_spread
 from autotune.workload.queries import Workload
 
 MIN_GAIN = 0.03  # a neighbour must be at least this much faster, even when the rounds agree closely
@@ -39,7 +43,7 @@ class Neighbour:
     p95_ms: float | None  # None: not run (see `skipped`)
     skipped: str | None = None
     rounds: int = 0  # rounds it ran: fewer than the incumbent's once it lost one
-    beaten: bool = False  # slower than the incumbent side by side, by more than the step's noise
+    beaten: bool = False  # slower than the incumbent side by side, by more than the noise (at least 10%)
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.config.to_dict(), "p95_ms": None if self.p95_ms is None else round(self.p95_ms, 3),
@@ -139,7 +143,8 @@ class Refiner:
         rounds = [[percentile(r, 95) for r in p] for p in passes]
         spreads = [relative_spread(r) for r in rounds]
         threshold = max(MIN_GAIN, spreads[0])
-        measured = {c: Neighbour(c, v, rounds=len(r), beaten=v > _p95_over(passes[0], len(r)) * (1.0 + threshold))
+        tie = max(NOISY_SPREAD, threshold)  # losing by less is no evidence: a step's one or two rounds vary that much
+        measured = {c: Neighbour(c, v, rounds=len(r), beaten=v > _p95_over(passes[0], len(r)) * (1.0 + tie))
                     for c, v, r in zip(to_run, p95[1:], rounds[1:], strict=True)}
         moved = None
         ranked = sorted(zip(to_run, p95[1:], spreads[1:], rounds[1:], strict=True), key=lambda item: item[1])
