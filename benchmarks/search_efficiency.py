@@ -7,6 +7,8 @@ For each workload (example, heavy, longtail), on the `onnx` target:
 2. `autotune run` (the `tune` function, default settings, a fresh study) for each seed;
 3. every seed's pick and the grid's best, re-measured interleaved in one race, each as it runs
    here (0 threads resolved): a pick that runs as the grid's best is that configuration, ratio 1.
+   The grid's best runs twice in that race, and the ratio between its two entries (A/A) is
+   printed: a pick's distance from the grid's best means little below it.
 
 It prints each seed's run as it ends: its measuring time (search, refinement and re-race) / the
 grid's measuring time, beside its whole wall time (with the reference, the pre-checks, the
@@ -178,10 +180,15 @@ def main() -> None:
                 print(f"  seed {seed}: picked {picks[seed].label()}; measuring / grid {cost:.2f} "
                       f"(wall {run['elapsed_s'] / grid_s:.2f}; {phases}); peak RSS "
                       f"{run['peak_rss_mb']:.0f} MB", flush=True)
-        # each configuration as it runs here, raced once: timing one session against itself measures noise
+        # each configuration as it runs here, raced once (one session timed against itself measures only
+        # noise), and the grid's best once more, to measure just that
         runs = {c: pool.effective(c) for c in [best, *picks.values()]}
         configs = list(dict.fromkeys(runs.values()))
-        race = {f.config: f.latency.p95_ms for f in rerace(pool, workload, configs, args.race_rounds)}
+        raced = rerace(pool, workload, [*configs, runs[best]], args.race_rounds)  # the last: an A/A control
+        race = {f.config: f.latency.p95_ms for f in raced[:-1]}
+        aa = raced[-1].latency.p95_ms / race[runs[best]]
+        print(f"  A/A: the grid's best against itself in the same race {aa:.3f} "
+              "(how far apart one configuration lands: the race's own noise)", flush=True)
         for seed, pick in picks.items():
             ratio = race[runs[pick]] / race[runs[best]]
             totals["within"] += ratio <= 1.05
