@@ -142,7 +142,7 @@ def test_near_ties_are_runners_up_for_the_re_race_closest_first_and_a_clear_lose
     tie, close = replace(best, batch_size=16), replace(best, batch_size=4)
 
     def cost(config: EngineConfig) -> float:  # batch 16 ties; batch 4 is 6% slower (within one round's
-        return {best: 30.0, tie: 30.0, close: 31.8}.get(config, 90.0)  # noise); the rest are 3x slower
+        return {best: 60.0, tie: 60.0, close: 63.6}.get(config, 180.0)  # noise); the rest are 3x slower
 
     result = _refiner(SleepPool(cost)).climb(best)
     assert result.best == best and len(result.steps) == 1
