@@ -92,17 +92,23 @@ def test_a_result_without_a_raced_baseline_says_why_instead_of_a_speedup():
     assert result.speedup_p95 is None and "n/a" in text and "not raced: estimated 9000 MB" in text
 
 
-def test_finalists_skip_what_the_refinement_beat_side_by_side_but_keep_the_pick():
-    from autotune.search.finalists import finalists_from
-
-    space = SearchSpace(batch_sizes=(1, 2, 4), threads=(1,), length_sort=(False,), precisions=("fp32",))
+def _feasible_trials(space: SearchSpace, p95_by_batch: dict[int, float]) -> optuna.Study:
+    """A study holding one feasible trial per batch size (1 thread, no sort, fp32), with these values."""
     study = optuna.create_study()
-    for batch, value in ((1, 10.0), (2, 11.0), (4, 12.0)):
+    for batch, value in p95_by_batch.items():
         study.add_trial(optuna.trial.create_trial(
             params={**EngineConfig(batch, 1, False, "fp32").to_dict()},
             distributions={k: optuna.distributions.CategoricalDistribution(v)
                            for k, v in space.dimensions().items()},
             value=value, constraints={"parity": 0.0, "memory": 0.0}))
+    return study
+
+
+def test_finalists_skip_what_the_refinement_beat_side_by_side_but_keep_the_pick():
+    from autotune.search.finalists import finalists_from
+
+    space = SearchSpace(batch_sizes=(1, 2, 4), threads=(1,), length_sort=(False,), precisions=("fp32",))
+    study = _feasible_trials(space, {1: 10.0, 2: 11.0, 4: 12.0})
     pick, beaten = EngineConfig(1, 1, False, "fp32"), EngineConfig(2, 1, False, "fp32")
     configs = finalists_from(study, space, 3, first=pick, beaten=[beaten, pick])
     assert configs[0] == space.baseline() and configs[1] == pick
@@ -113,13 +119,7 @@ def test_finalists_race_the_refinements_runners_up_before_the_other_trials():
     from autotune.search.finalists import finalists_from
 
     space = SearchSpace(batch_sizes=(1, 2, 4, 8), threads=(1,), length_sort=(False,), precisions=("fp32",))
-    study = optuna.create_study()
-    for batch, value in ((1, 10.0), (2, 11.0), (4, 12.0)):
-        study.add_trial(optuna.trial.create_trial(
-            params={**EngineConfig(batch, 1, False, "fp32").to_dict()},
-            distributions={k: optuna.distributions.CategoricalDistribution(v)
-                           for k, v in space.dimensions().items()},
-            value=value, constraints={"parity": 0.0, "memory": 0.0}))
+    study = _feasible_trials(space, {1: 10.0, 2: 11.0, 4: 12.0})
     pick, close = EngineConfig(1, 1, False, "fp32"), EngineConfig(8, 1, False, "fp32")
     configs = finalists_from(study, space, 3, first=pick, runners_up=[close])
     assert configs == [space.baseline(), pick, close, EngineConfig(2, 1, False, "fp32")]
