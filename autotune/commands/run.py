@@ -44,7 +44,8 @@ def add_parser(sub: Any) -> None:
                    help="measure every trial on the whole workload (no successive halving over queries)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeats", type=int, default=3, help="timed passes per trial")
-    p.add_argument("--final-rounds", type=int, default=3, help="interleaved rounds for the finalists")
+    p.add_argument("--final-rounds", type=int, default=3,
+                   help="interleaved rounds for the finalists; up to twice that for near ties (within 10%%)")
     p.add_argument("--batch-sizes", type=int_list, help="comma-separated (default 1,2,4,8,16,32,64)")
     p.add_argument("--precisions", help="comma-separated subset of fp32,int8")
     p.add_argument("--max-tokens", type=positive_int, default=None,

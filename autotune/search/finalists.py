@@ -15,7 +15,14 @@ from autotune.runtime.engine import EngineConfig, ScoringPool
 from autotune.search.measure import Load, PassTimer, interleaved_passes
 from autotune.search.parity import ParityReport
 from autotune.search.space import SearchSpace
-from autotune.search.stats import Latency, noise_warnings, per_query_medians, percentile, relative_spread
+from autotune.search.stats import (
+    NOISY_SPREAD,
+    Latency,
+    noise_warnings,
+    per_query_medians,
+    percentile,
+    relative_spread,
+)
 from autotune.search.study import PARAMS, TrialRecord, config_of, is_feasible
 from autotune.workload.queries import Query, Workload
 
@@ -95,9 +102,15 @@ def finalists_from(study: optuna.Study, space: SearchSpace, k: int, *, first: En
 
 
 def rerace(pool: ScoringPool, workload: Workload, configs: Sequence[EngineConfig], rounds: int,
-           *, baseline_first: bool = True, load: Load | None = None) -> list[Finalist]:
+           *, baseline_first: bool = True, load: Load | None = None, tie_rounds: int = 0,
+           until: float | None = None) -> list[Finalist]:
     """Measure configurations interleaved (A B C A B C ...), rotating the order each round; the first
     is the baseline unless `baseline_first` is false.
+
+    After `rounds`, the contenders still within the noise of the leader (`near_ties`) run up to
+    `tie_rounds` more, by themselves, interleaved, while `time.monotonic()` is before `until`: a
+    near tie is settled on more rounds, and a clear result costs nothing more. The baseline is
+    there to be compared against, not chosen, so it never runs the extra rounds.
 
     Under a load of several concurrent recalls, each configuration is also timed one query at a time
     in the same rounds: the profile reports both, and the throughput at 1 and at the load's concurrency.
@@ -109,7 +122,17 @@ def rerace(pool: ScoringPool, workload: Workload, configs: Sequence[EngineConfig
     for li, each in enumerate(loads):
         for ci, config in enumerate(configs):
             timers.append(_walled(each.timer(pool, config), len(workload.queries), walls.setdefault((li, ci), [])))
-    passes = interleaved_passes(timers, workload.queries, rounds)
+    contenders = range(1 if baseline_first else 0, len(configs))
+
+    def still_in(so_far: list[list[list[float]]]) -> list[int]:
+        if max(len(p) for p in so_far) < rounds:
+            return list(range(len(timers)))
+        if until is not None and time.monotonic() >= until:
+            return []
+        tied = near_ties({ci: so_far[ci] for ci in contenders})  # ranked on the load Hindsight sends
+        return [li * len(configs) + ci for li in range(len(loads)) for ci in tied] if len(tied) > 1 else []
+
+    passes = interleaved_passes(timers, workload.queries, rounds + tie_rounds, still_in=still_in)
     pairs = sum(len(q.documents) for q in workload.queries)
     out = []
     for i, config in enumerate(configs):
@@ -122,6 +145,17 @@ def rerace(pool: ScoringPool, workload: Workload, configs: Sequence[EngineConfig
                             single=Latency.from_seconds(per_query_medians(alone)) if len(loads) > 1 else None,
                             throughput=throughput))
     return out
+
+
+def near_ties(passes: dict[int, list[list[float]]], margin: float = NOISY_SPREAD) -> list[int]:
+    """The contenders (by key, with passes[round][query] in seconds) whose p95 of per-query medians is
+    within `margin` of the fastest's: the ones more rounds could still reorder. A gap of 10% or more
+    is the spread at which pyperf calls repeats noisy, so it is taken as real."""
+    p95 = {key: percentile(per_query_medians(rounds), 95) for key, rounds in passes.items() if rounds}
+    if not p95:
+        return []
+    leader = min(p95.values())
+    return sorted((key for key, value in p95.items() if value <= leader * (1.0 + margin)), key=p95.__getitem__)
 
 
 def _walled(timer: PassTimer, full: int, walls: list[float]) -> PassTimer:

@@ -47,6 +47,7 @@ from autotune.search.prechecks import prechecked
 from autotune.search.refine import Refiner, RefineResult, neighbours_summary
 from autotune.search.served_memory import measure_served
 from autotune.search.space import SearchSettings, SearchSpace
+from autotune.search.stats import NOISY_SPREAD
 from autotune.search.study import (
     best_feasible_config,
     open_storage,
@@ -191,7 +192,7 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
             refined = _refine(study, objective, settings, stage,
                               None if deadline is None else started + REFINE_SHARE * settings.timeout_s)
             phases["refine"], clock = time.monotonic() - clock, time.monotonic()
-            finalists, baseline_skipped = _race(study, objective, settings, stage, refined)
+            finalists, baseline_skipped = _race(study, objective, settings, stage, refined, deadline)
             phases["race"] = time.monotonic() - clock
         load = monitor.result()
         for f in finalists:  # checked again on the very sessions that were timed
@@ -248,9 +249,11 @@ def _refine(study: optuna.Study, objective: Objective, settings: SearchSettings,
 
 
 def _race(study: optuna.Study, objective: Objective, settings: SearchSettings, stage: Callable[[str], None],
-          refined: RefineResult | None) -> tuple[list[Finalist], str | None]:
+          refined: RefineResult | None, deadline: float | None) -> tuple[list[Finalist], str | None]:
     """The refined pick and the best trials, re-measured interleaved with Hindsight's defaults (when those
-    fit the memory budget; otherwise the reason they were left out)."""
+    fit the memory budget; otherwise the reason they were left out). Finalists within the noise of the
+    leader after `final_rounds` run as many again (until the deadline): a near tie is settled on twice
+    the rounds, a clear result on the first ones."""
     space, pool, budget = objective.space, objective.pool, objective.memory_budget_mb
     skipped = objective.over_budget(space.baseline())
     if skipped:
@@ -262,9 +265,14 @@ def _race(study: optuna.Study, objective: Objective, settings: SearchSettings, s
     if not configs:
         raise OptionsError(f"no configuration fits the memory budget of {budget:.0f} MB: raise --max-memory, "
                            "or lower --max-tokens or --batch-sizes")
-    stage(f"re-measuring {len(configs)} finalists interleaved, {settings.final_rounds} rounds")
-    return rerace(pool, objective.workload, configs, settings.final_rounds, baseline_first=not skipped,
-                  load=objective.load), skipped
+    stage(f"re-measuring {len(configs)} finalists interleaved, {settings.final_rounds} rounds "
+          f"(up to {2 * settings.final_rounds} for those within {NOISY_SPREAD:.0%} of the fastest)")
+    finalists = rerace(pool, objective.workload, configs, settings.final_rounds, baseline_first=not skipped,
+                       load=objective.load, tie_rounds=settings.final_rounds, until=deadline)
+    extended = [f.config.label() for f in finalists if len(f.round_p95_ms) > settings.final_rounds]
+    if extended:
+        stage(f"near tie: {', '.join(extended)} ran {max(len(f.round_p95_ms) for f in finalists)} rounds")
+    return finalists, skipped
 
 
 def _concurrency(opts: RunOptions, target: Target, user_env: dict[str, str]) -> int:
