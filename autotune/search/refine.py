@@ -186,4 +186,7 @@ def neighbours_summary(result: RefineResult) -> Sequence[str]:
         ran = [n for n in step.neighbours if n.p95_ms is not None]
         move = f"moved to {step.moved_to.label()}" if step.moved_to else "no neighbour won beyond the noise"
         lines.append(f"step {i}: {len(ran)} neighbours of {step.incumbent.label()} measured; {move}")
+    close = result.runners_up()
+    if close:
+        lines.append(f"within the noise of the pick, raced again: {', '.join(c.label() for c in close)}")
     return lines

@@ -7,7 +7,7 @@ import numpy as np
 
 from autotune.runtime.engine import EngineConfig, ScoreResult
 from autotune.search.parity import FP32_TOLERANCE
-from autotune.search.refine import Refiner
+from autotune.search.refine import Refiner, neighbours_summary
 from autotune.search.space import SearchSpace
 from autotune.workload.queries import Query, Workload
 
@@ -147,9 +147,11 @@ def test_near_ties_are_runners_up_for_the_re_race_closest_first_and_a_clear_lose
     result = _refiner(SleepPool(cost)).climb(best)
     assert result.best == best and len(result.steps) == 1
     assert result.runners_up() == [tie, close]
+    assert neighbours_summary(result)[-1].endswith(f"raced again: {tie.label()}, {close.label()}")
     assert set(result.beaten()) == {n.config for n in result.steps[0].neighbours} - {tie, close}
 
 
 def test_no_runners_up_after_a_move():
     result = _refiner(SleepPool(valley), max_steps=1).climb(EngineConfig(4, 2, False, "fp32"))
     assert result.steps[-1].moved_to is not None and result.runners_up() == []
+    assert not any("raced again" in line for line in neighbours_summary(result))
