@@ -21,7 +21,7 @@ from autotune.runtime.engine import BASELINE, EngineConfig, ScoringPool
 from autotune.runtime.model import resolve_model
 from autotune.runtime.targets import SpaceLimits, get_target
 from autotune.search.measure import interleaved
-from autotune.search.stats import per_query_medians, percentile
+from autotune.search.stats import p95_ms, percentile
 from autotune.workload.queries import Workload
 
 KNOBS = ("batch_size", "intra_op_threads", "length_sort", "precision", "mem_arena", "graph", "spinning", "workers")
@@ -85,7 +85,7 @@ def _pair(pool: ScoringPool, workload: Workload, knob: str, before: EngineConfig
           rounds: int) -> Step:
     """`before` and `after` interleaved; the step from one to the other, with its per-round ratios."""
     passes = interleaved([pool.engine(before).score, pool.engine(after).score], workload.queries, rounds)
-    p95_before, p95_after = (percentile(per_query_medians(p), 95) * 1000.0 for p in passes)
+    p95_before, p95_after = (p95_ms(p) for p in passes)
     per_round = [percentile(b, 95) / percentile(a, 95) for b, a in zip(passes[0], passes[1], strict=True)]
     return Step(knob, after, p95_after, p95_before, per_round)
 

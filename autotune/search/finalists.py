@@ -19,6 +19,7 @@ from autotune.search.stats import (
     NOISY_SPREAD,
     Latency,
     noise_warnings,
+    p95_ms,
     per_query_medians,
     percentile,
     relative_spread,
@@ -151,7 +152,7 @@ def near_ties(passes: dict[int, list[list[float]]], margin: float = NOISY_SPREAD
     """The contenders (by key, with passes[round][query] in seconds) whose p95 of per-query medians is
     within `margin` of the fastest's: the ones more rounds could still reorder. A gap of 10% or more
     is the spread at which pyperf calls repeats noisy, so it is taken as real."""
-    p95 = {key: percentile(per_query_medians(rounds), 95) for key, rounds in passes.items() if rounds}
+    p95 = {key: p95_ms(rounds) for key, rounds in passes.items() if rounds}
     if not p95:
         return []
     leader = min(p95.values())

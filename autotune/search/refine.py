@@ -31,7 +31,7 @@ from autotune.runtime.engine import EngineConfig, ScoringPool
 from autotune.search.measure import Load, interleaved_passes, replay
 from autotune.search.parity import Tolerance, compare
 from autotune.search.space import SearchSpace
-from autotune.search.stats import NOISY_SPREAD, per_query_medians, percentile, relative_spread
+from autotune.search.stats import NOISY_SPREAD, p95_ms, percentile, relative_spread
 from autotune.workload.queries import Workload
 
 MIN_GAIN = 0.03  # a neighbour must be at least this much faster, even when the rounds agree closely
@@ -139,7 +139,7 @@ class Refiner:
         configs = [incumbent, *to_run]
         passes = interleaved_passes([self.load.timer(self.pool, c) for c in configs], self.workload.queries,
                                     self.rounds, still_in=_round_winners)
-        p95 = [percentile(per_query_medians(p), 95) * 1000.0 for p in passes]
+        p95 = [p95_ms(p) for p in passes]
         rounds = [[percentile(r, 95) for r in p] for p in passes]
         spreads = [relative_spread(r) for r in rounds]
         threshold = max(MIN_GAIN, spreads[0])
@@ -167,7 +167,7 @@ class Refiner:
 
 def _p95_over(passes: list[list[float]], rounds: int) -> float:
     """The p95 in ms over the first `rounds` passes: the incumbent over the rounds a neighbour shared with it."""
-    return percentile(per_query_medians(passes[:rounds]), 95) * 1000.0
+    return p95_ms(passes[:rounds])
 
 
 def _round_winners(passes: list[list[list[float]]]) -> list[int]:

@@ -19,6 +19,11 @@ def per_query_medians(passes: Sequence[Sequence[float]]) -> list[float]:
     return [float(v) for v in np.median(np.asarray(passes, dtype=np.float64), axis=0)]
 
 
+def p95_ms(passes: Sequence[Sequence[float]]) -> float:
+    """The objective, in ms, from passes[r][i] in seconds: p95 across queries of each query's median."""
+    return percentile(per_query_medians(passes), 95) * 1000.0
+
+
 @dataclass(frozen=True)
 class Latency:
     p50_ms: float
