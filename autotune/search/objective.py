@@ -24,7 +24,7 @@ from autotune.search.memory import ESTIMATE_MARGIN, ModelMemory, PeakRss, rss_mb
 from autotune.search.parity import compare
 from autotune.search.space import SearchSettings, SearchSpace
 from autotune.search.stats import percentile
-from autotune.search.study import is_live
+from autotune.search.study import FINISHED, is_live
 from autotune.workload.queries import Workload
 
 COPIED_ATTRS = ("parity", "rejected", "per_query_median_ms", "padding_overhead", "rss_mb", "peak_growth_mb",
@@ -75,6 +75,8 @@ class Objective:
                     trial.set_user_attr(key, earlier.user_attrs[key])
             for key, value in earlier.constraints.items():
                 trial.set_constraint(key, value)
+            if earlier.state == TrialState.PRUNED:  # it lost at a rung once: it would lose there again
+                raise optuna.TrialPruned(f"a duplicate of trial {earlier.number}, pruned")
             return float(earlier.value)  # type: ignore[arg-type]
         if not self.space.fits(config):  # never measured: the workers would fight over the cores
             trial.set_constraint("memory", 0.0)
@@ -180,7 +182,8 @@ class Objective:
         return config.workers * self.memory_model.session_mb(rows, longest)
 
     def _measured(self, trial: optuna.Trial, config: EngineConfig, wait_s: float = 1800.0) -> FrozenTrial | None:
-        """A finished trial that ran the same effective configuration (0 threads resolved, and so on).
+        """A finished (complete or pruned) trial that ran the same effective configuration (0 threads
+        resolved, and so on).
 
         In a study shared by several hosts, another host may be running it right now: then this trial
         waits for that one (the earlier-numbered, so two never wait for each other) and reuses it.
@@ -189,12 +192,13 @@ class Objective:
         deadline = time.monotonic() + wait_s
         while True:
             running = False
-            for other in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
+            for other in trial.study.get_trials(deepcopy=False, states=(*FINISHED, TrialState.RUNNING)):
                 if other.number == trial.number or set(other.params) != set(trial.params):
                     continue
                 if self.pool.effective(EngineConfig.from_dict(other.params)) != mine:
                     continue
-                if other.state == TrialState.COMPLETE and other.value is not None:
+                if other.state == TrialState.PRUNED or (other.state == TrialState.COMPLETE
+                                                        and other.value is not None):
                     return other
                 running = running or (other.state == TrialState.RUNNING and other.number < trial.number
                                       and is_live(trial.study, other))

@@ -99,8 +99,11 @@ def fail_stale_trials(study: optuna.Study) -> int:
     return len(stale)
 
 
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
 def finished_trials(study: optuna.Study) -> list[FrozenTrial]:
-    return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+    return study.get_trials(deepcopy=False, states=FINISHED)
 
 
 TAKEN = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)  # counted against --trials
@@ -119,7 +122,7 @@ def run_study(
     """Run trials until the study holds `trials` (finished or running, on any host), within `timeout_s`;
     returns how many were already done (resumed).
 
-    Counting and asking happen under `gate` (a database lock when several hosts share the study), so
+    Counting, asking and suggesting happen under `gate` (a database lock when several hosts share the study), so
     hosts split the trials and the total is what was asked. At the end it waits for the other hosts'
     running trials, so every host re-races from the whole study.
     """
@@ -141,6 +144,9 @@ def run_study(
                 trial = study.ask()
                 trial.set_user_attr(HOST_ATTR, me)
                 trial.set_user_attr(HOST_NAME_ATTR, name)
+                # Suggested before the lock is let go: another host looking for a duplicate then sees
+                # every parameter of this trial, never a half-suggested one it would take for different.
+                objective.space.suggest(trial)
             frozen = _evaluate(study, objective, trial)
             if on_trial is not None:
                 on_trial(study, frozen)

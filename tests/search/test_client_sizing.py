@@ -49,13 +49,13 @@ def test_run_names_the_users_unsafe_time_out_once_without_its_value(tmp_path, ti
     from tests.test_cli import run_cli
 
     env = tmp_path / ".env"
-    env.write_text(f"{HTTP_TIMEOUT_KEY}=0.004\n")  # far below any service time
+    env.write_text(f"{HTTP_TIMEOUT_KEY}=0.000001\n")  # 1 µs: below any service time, on any host
     status, out, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
                                 "--target", "tei", "--trials", "3", "--repeats", "1", "--final-rounds", "2",
                                 "--refine-rounds", "0", "--env-file", str(env), "--profile-dir",
                                 str(tmp_path / "p"), "--no-compose"])
     assert status == ExitStatus.OK, err
     lines = [ln for ln in (out + err).splitlines() if "unsafe" in ln]
-    assert len(lines) == 1 and HTTP_TIMEOUT_KEY in lines[0] and "0.004" not in out + err
-    assert env.read_text().startswith(f"{HTTP_TIMEOUT_KEY}=0.004\n")  # the user's value wins
+    assert len(lines) == 1 and HTTP_TIMEOUT_KEY in lines[0] and "0.000001" not in out + err
+    assert env.read_text().startswith(f"{HTTP_TIMEOUT_KEY}=0.000001\n")  # the user's value wins
     assert HTTP_TIMEOUT_KEY not in managed_values(env) and MAX_CONCURRENT_KEY in managed_values(env)

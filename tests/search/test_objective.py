@@ -106,6 +106,17 @@ def test_a_pruned_trial_records_its_peak_memory(setup):
     assert trial.user_attrs["rss_mb"] > 0 and "peak_growth_mb" in trial.user_attrs
 
 
+def test_a_configuration_pruned_once_is_pruned_again_without_measuring(setup):
+    objective = _objective(setup)
+    study = optuna.create_study(pruner=optuna.pruners.ThresholdPruner(upper=0.0))  # prunes at the first rung
+    for _ in range(2):
+        study.enqueue_trial(SPACE.baseline().to_dict())
+    study.optimize(objective, n_trials=2)
+    first, again = study.trials
+    assert first.state == again.state == optuna.trial.TrialState.PRUNED and first.intermediate_values
+    assert again.user_attrs["duplicate_of"] == 0 and not again.intermediate_values  # nothing timed
+
+
 def test_a_failing_rung_is_infeasible_and_stops_measuring(setup):
     pool, workload, reference = setup
     strict = Tolerance(max_abs=-1.0, min_spearman=1.0, min_topk=1.0)  # nothing passes

@@ -123,3 +123,31 @@ def test_finalists_race_the_refinements_runners_up_before_the_other_trials():
     pick, close = EngineConfig(1, 1, False, "fp32"), EngineConfig(8, 1, False, "fp32")
     configs = finalists_from(study, space, 3, first=pick, runners_up=[close])
     assert configs == [space.baseline(), pick, close, EngineConfig(2, 1, False, "fp32")]
+
+
+def test_a_trial_is_fully_suggested_before_the_shared_lock_is_let_go():
+    """Another host looks for duplicates as soon as it holds the lock: a trial it sees half-suggested
+    would look different from its own, and the same configuration would be timed twice."""
+    import contextlib
+
+    from autotune.search.study import run_study
+
+    space = SearchSpace(batch_sizes=(1, 2, 4), threads=(0, 1), precisions=("fp32",))
+    study = optuna.create_study()
+    seen: list[set[str]] = []
+
+    class Objective:
+        def __init__(self) -> None:
+            self.space = space
+
+        def __call__(self, trial: optuna.Trial) -> float:
+            return float(self.space.suggest(trial).batch_size)
+
+    @contextlib.contextmanager
+    def gate():  # type: ignore[no-untyped-def]
+        yield
+        running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+        seen.extend(set(t.params) for t in running)
+
+    run_study(study, Objective(), 3, gate=gate, wait_for_others_s=0.0)  # type: ignore[arg-type]
+    assert len(seen) == 3 and all(params == set(space.dimensions()) for params in seen)
