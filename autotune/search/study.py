@@ -106,7 +106,7 @@ def finished_trials(study: optuna.Study) -> list[FrozenTrial]:
     return study.get_trials(deepcopy=False, states=FINISHED)
 
 
-TAKEN = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)  # counted against --trials
+TAKEN = (*FINISHED, TrialState.RUNNING)  # counted against --trials
 
 
 def run_study(
