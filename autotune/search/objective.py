@@ -197,8 +197,7 @@ class Objective:
                     continue
                 if self.pool.effective(EngineConfig.from_dict(other.params)) != mine:
                     continue
-                if other.state == TrialState.PRUNED or (other.state == TrialState.COMPLETE
-                                                        and other.value is not None):
+                if other.state in FINISHED:  # Optuna never completes a single-objective trial without a value
                     return other
                 running = running or (other.state == TrialState.RUNNING and other.number < trial.number
                                       and is_live(trial.study, other))

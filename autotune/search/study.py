@@ -122,9 +122,9 @@ def run_study(
     """Run trials until the study holds `trials` (finished or running, on any host), within `timeout_s`;
     returns how many were already done (resumed).
 
-    Counting, asking and suggesting happen under `gate` (a database lock when several hosts share the study), so
-    hosts split the trials and the total is what was asked. At the end it waits for the other hosts'
-    running trials, so every host re-races from the whole study.
+    Counting, asking and suggesting happen under `gate` (a database lock when several hosts share the
+    study), so hosts split the trials and the total is what was asked. At the end it waits for the
+    other hosts' running trials, so every host re-races from the whole study.
     """
     me, name = host_id(), _host_name()
     with gate():
