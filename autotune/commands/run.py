@@ -32,7 +32,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--no-compose", action="store_true", help="do not write the compose override")
     p.add_argument("--tei-url", default=None, help="where Hindsight reaches `autotune serve`")
     p.add_argument("--trials", type=positive_int, default=None,
-                   help="Optuna trials (default: about a quarter of the space, 12 to 60)")
+                   help="Optuna trials (default: about a sixth of the space, 12 to 60)")
     p.add_argument("--timeout", type=finite_float, default=None,
                    help="wall-clock seconds for the whole run: search, refinement and the final re-race")
     p.add_argument("--max-memory", type=finite_float, default=None, metavar="MB",

@@ -120,8 +120,9 @@ class SearchSpace:
         return [c for c in out if self.fits(c)]
 
     def default_trials(self) -> int:
-        """Trials scale with the space: about a quarter of it, at least 12 and at most 60."""
-        return max(12, min(60, math.ceil(self.size() / 4)))
+        """Trials scale with the space: about a sixth of it, at least 12 and at most 60. The search only
+        has to land in the right basin: the refinement after it finds the local optimum, side by side."""
+        return max(12, min(60, math.ceil(self.size() / 6)))
 
     def narrowed(self, **values: tuple[object, ...]) -> SearchSpace:
         """The same space with some knobs' values replaced (a knob dropped after a pre-check)."""
@@ -141,7 +142,7 @@ class SearchSettings:
     timeout_s: float | None = None  # wall-clock budget for the whole run: search, refinement and re-race
     seed: int = 0
     repeats: int = 3
-    finalists: int = 3
+    finalists: int = 2  # besides the baseline: the refined pick and its closest runner-up, as a rule
     final_rounds: int = 3
     refine_rounds: int = 2  # interleaved rounds per hill-climbing step; 0 turns refinement off
     halving: bool = True  # successive halving over the workload's queries

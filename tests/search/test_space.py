@@ -31,7 +31,7 @@ def test_neighbours_change_one_knob_and_step_batch_size_once_each_way():
 
 @pytest.mark.parametrize(("space", "expected"), [
     (SearchSpace(batch_sizes=(1, 2), threads=(0, 1)), 12),
-    (SPACE, 48),
+    (SPACE, 32),
     (SearchSpace(batch_sizes=(1, 2, 4, 8, 16, 32, 64), threads=tuple(range(9)), mem_arena=(False, True),
                  graphs=("plain", "fused"), precisions=("fp32", "int8")), 60)])
 def test_default_trials_scale_with_the_space_within_bounds(space, expected):
