@@ -130,8 +130,6 @@ def run_study(
     with gate():
         fail_stale_trials(study)
         done = len(finished_trials(study))
-        if not study.trials:
-            study.enqueue_trial(objective.space.baseline().to_dict())
     started = time.monotonic()
     if timeout_s is not None and timeout_s <= 0:
         return done

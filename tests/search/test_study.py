@@ -151,3 +151,25 @@ def test_a_trial_is_fully_suggested_before_the_shared_lock_is_let_go():
 
     run_study(study, Objective(), 3, gate=gate, wait_for_others_s=0.0)  # type: ignore[arg-type]
     assert len(seen) == 3 and all(params == set(space.dimensions()) for params in seen)
+
+
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+def test_hindsights_defaults_are_not_a_trial():
+    """The final re-race times the baseline side by side with the finalists; timing it as a trial too
+    (at batch 32, the slowest configuration as a rule) would only spend the search's budget twice."""
+    from autotune.search.study import run_study
+
+    space = SearchSpace(batch_sizes=(1, 2, 4), threads=(0,), length_sort=(False,), precisions=("fp32",))
+    never_the_baseline = optuna.samplers.PartialFixedSampler({"batch_size": 1}, optuna.samplers.RandomSampler(0))
+    study = optuna.create_study(sampler=never_the_baseline)
+
+    class Objective:
+        def __init__(self) -> None:
+            self.space = space
+
+        def __call__(self, trial: optuna.Trial) -> float:
+            return float(self.space.suggest(trial).batch_size)
+
+    run_study(study, Objective(), 2, wait_for_others_s=0.0)  # type: ignore[arg-type]
+    assert space.baseline().batch_size == 4
+    assert [t.params["batch_size"] for t in study.trials] == [1, 1]
