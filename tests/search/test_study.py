@@ -125,6 +125,16 @@ def test_finalists_race_the_refinements_runners_up_before_the_other_trials():
     assert configs == [space.baseline(), pick, close, EngineConfig(2, 1, False, "fp32")]
 
 
+class _BatchSizeObjective:
+    """What `run_study` needs of an objective, measuring nothing: the space, and a value per trial."""
+
+    def __init__(self, space: SearchSpace) -> None:
+        self.space = space
+
+    def __call__(self, trial: optuna.Trial) -> float:
+        return float(self.space.suggest(trial).batch_size)
+
+
 def test_a_trial_is_fully_suggested_before_the_shared_lock_is_let_go():
     """Another host looks for duplicates as soon as it holds the lock: a trial it sees half-suggested
     would look different from its own, and the same configuration would be timed twice."""
@@ -136,20 +146,13 @@ def test_a_trial_is_fully_suggested_before_the_shared_lock_is_let_go():
     study = optuna.create_study()
     seen: list[set[str]] = []
 
-    class Objective:
-        def __init__(self) -> None:
-            self.space = space
-
-        def __call__(self, trial: optuna.Trial) -> float:
-            return float(self.space.suggest(trial).batch_size)
-
     @contextlib.contextmanager
     def gate():  # type: ignore[no-untyped-def]
         yield
         running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
         seen.extend(set(t.params) for t in running)
 
-    run_study(study, Objective(), 3, gate=gate, wait_for_others_s=0.0)  # type: ignore[arg-type]
+    run_study(study, _BatchSizeObjective(space), 3, gate=gate, wait_for_others_s=0.0)  # type: ignore[arg-type]
     assert len(seen) == 3 and all(params == set(space.dimensions()) for params in seen)
 
 
@@ -163,13 +166,6 @@ def test_hindsights_defaults_are_not_a_trial():
     never_the_baseline = optuna.samplers.PartialFixedSampler({"batch_size": 1}, optuna.samplers.RandomSampler(0))
     study = optuna.create_study(sampler=never_the_baseline)
 
-    class Objective:
-        def __init__(self) -> None:
-            self.space = space
-
-        def __call__(self, trial: optuna.Trial) -> float:
-            return float(self.space.suggest(trial).batch_size)
-
-    run_study(study, Objective(), 2, wait_for_others_s=0.0)  # type: ignore[arg-type]
+    run_study(study, _BatchSizeObjective(space), 2, wait_for_others_s=0.0)  # type: ignore[arg-type]
     assert space.baseline().batch_size == 4
     assert [t.params["batch_size"] for t in study.trials] == [1, 1]
