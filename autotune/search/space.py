@@ -142,7 +142,7 @@ class SearchSettings:
     timeout_s: float | None = None  # wall-clock budget for the whole run: search, refinement and re-race
     seed: int = 0
     repeats: int = 3
-    finalists: int = 2  # besides the baseline: the refined pick and its closest runner-up, as a rule
+    finalists: int = 3  # besides the baseline: the refined pick and its two closest runners-up, as a rule
     final_rounds: int = 3
     refine_rounds: int = 2  # interleaved rounds per hill-climbing step; 0 turns refinement off
     halving: bool = True  # successive halving over the workload's queries
