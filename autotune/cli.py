@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 import traceback
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import NoReturn, TextIO
 
 from autotune.errors import AutotuneError, ExitStatus, OptionsError
@@ -29,10 +32,47 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (docker stop, kill) ends a command the way Ctrl-C does: staging cleaned up, one line, exit 130.
+    `serve` installs its own handlers (a graceful drain) once it starts."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def interrupted_message() -> str:
+    """Said from the commit point: what this command had already put in place when it was stopped."""
+    from autotune.fileio import committed
+
+    written = committed()
+    if not written:
+        return "autotune: interrupted: nothing was written; rerun the same command to resume"
+    return (f"autotune: interrupted after its outputs were written and complete ({', '.join(map(str, written))}); "
+            "nothing else was changed")
+
+
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     out, err = stdout or sys.stdout, stderr or sys.stderr
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
+    from autotune.fileio import reset_commits
+
+    reset_commits()
+    with _sigterm_as_interrupt():
+        return _main(argv, out, err, debug)
+
+
+def _main(argv: list[str], out: TextIO, err: TextIO, debug: bool) -> int:
     try:
         args, unknown = build_parser().parse_known_args(argv)
         if unknown:
@@ -50,7 +90,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
             traceback.print_exc(file=err)
         return int(exc.status)
     except KeyboardInterrupt:
-        print("autotune: interrupted: nothing was written; rerun the same command to resume", file=err)
+        print(interrupted_message(), file=err)
         return int(ExitStatus.INTERRUPTED)
     except Exception as exc:
         if debug:

@@ -1,6 +1,8 @@
 """Atomic file writes and content hashes.
 
-A user's `.env` and profile are either the old bytes or the new bytes, never a mix.
+A user's `.env` and profile are either the old bytes or the new bytes, never a mix. A path that
+is a symbolic link is written through: the new bytes replace the link's target atomically, and
+the link stays a link. What a process has committed is recorded, so an interrupt can say so.
 """
 
 from __future__ import annotations
@@ -15,6 +17,28 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from autotune.errors import OutputError
+
+_COMMITTED: list[Path] = []
+
+
+def record_commit(path: Path) -> None:
+    """Note that `path` now holds this run's output (the commit point an interrupt reports from)."""
+    _COMMITTED.append(Path(path))
+
+
+def committed() -> list[Path]:
+    return list(_COMMITTED)
+
+
+def reset_commits() -> None:
+    """A new command starts with nothing committed (tests run several in one process)."""
+    _COMMITTED.clear()
+
+
+def through_links(path: Path) -> Path:
+    """Where writing `path` lands: the final target of a symbolic link, else `path` itself."""
+    path = Path(path)
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
 def _stage(path: Path, payload: bytes) -> Path:
@@ -40,9 +64,10 @@ def _stage(path: Path, payload: bytes) -> Path:
     return Path(tmp)
 
 
-def write_atomic(path: Path, data: bytes | str) -> None:
-    """Write via a temp file in the same directory, then rename over the target."""
-    with StagedFiles() as staged:
+def write_atomic(path: Path, data: bytes | str, *, output: bool = True) -> None:
+    """Write via a temp file in the same directory, then rename over the target. A cache file is no
+    `output`: an interrupt's message lists only what the user gets."""
+    with StagedFiles(output=output) as staged:
         staged.add(path, data)
         staged.commit()
 
@@ -54,8 +79,9 @@ class StagedFiles:
     the block without `commit()` removes what was staged.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, output: bool = True) -> None:
         self._staged: list[tuple[Path, Path]] = []
+        self._output = output
 
     def __enter__(self) -> StagedFiles:
         return self
@@ -67,7 +93,8 @@ class StagedFiles:
 
     def add(self, path: Path, data: bytes | str) -> None:
         payload = data.encode("utf-8") if isinstance(data, str) else data
-        self._staged.append((_stage(Path(path), payload), Path(path)))
+        target = through_links(path)
+        self._staged.append((_stage(target, payload), target))
 
     def commit(self) -> None:
         for tmp, path in self._staged:
@@ -75,12 +102,14 @@ class StagedFiles:
                 os.replace(tmp, path)
             except OSError as exc:
                 raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from exc
+            if self._output:
+                record_commit(path)
         self._staged.clear()
 
 
 def check_writable(path: Path) -> None:
     """Fail before minutes of measuring, not after, when an output cannot be written."""
-    path = Path(path)
+    path = through_links(path)
     directory = path if path.is_dir() else path.parent
     while not directory.exists() and directory != directory.parent:
         directory = directory.parent

@@ -22,7 +22,7 @@ def _start(tmp_path: Path, model: Path, workload: Path, trials: int) -> subproce
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, "-m", "autotune", "run", "--workload", str(workload), "--model", str(model),
            "--env-file", str(tmp_path / ".env"), "--profile-dir", str(tmp_path / "profiles"),
-           "--compose-file", str(tmp_path / "compose.yaml"), "--trials", str(trials), "--repeats", "3",
+           "--compose-file", str(tmp_path / "compose.autotune.yaml"), "--trials", str(trials), "--repeats", "3",
            "--final-rounds", "1", "--seed", "1"]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -63,7 +63,7 @@ def test_ctrl_c_stops_cleanly_and_leaves_outputs_untouched(tmp_path, tiny_model_
     assert proc.returncode == ExitStatus.INTERRUPTED
     assert "rerun the same command to resume" in err and "Traceback" not in err
     assert (tmp_path / ".env").read_bytes() == USER_ENV.encode()
-    assert not (tmp_path / "profiles").exists() and not (tmp_path / "compose.yaml").exists()
+    assert not (tmp_path / "profiles").exists() and not (tmp_path / "compose.autotune.yaml").exists()
 
 
 def test_kill_9_then_rerun_resumes_without_remeasuring(tmp_path, tiny_model_dir, workload_file):
@@ -101,3 +101,19 @@ def test_second_run_refuses_while_one_is_measuring(tmp_path, tiny_model_dir, wor
     third = _start(tmp_path / "c", tiny_model_dir, workload_file, trials=2)
     _, err = third.communicate(timeout=300)
     assert third.returncode == 0, err
+
+
+def test_sigterm_stops_like_ctrl_c(tmp_path, tiny_model_dir, workload_file):
+    """docker stop and kill send SIGTERM: one line, exit 130, nothing written, as Ctrl-C (it used to die at -15)."""
+    (tmp_path / ".env").write_bytes(USER_ENV.encode())
+    proc = _start(tmp_path, tiny_model_dir, workload_file, trials=400)
+    try:
+        _wait_for_trials(1, proc)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == ExitStatus.INTERRUPTED, err
+    assert err.strip().splitlines()[-1].startswith("autotune: interrupted: nothing was written")
+    assert "Traceback" not in err
+    assert (tmp_path / ".env").read_bytes() == USER_ENV.encode()

@@ -16,6 +16,7 @@ from autotune.fileio import StagedFiles, deferred_interrupts
 from autotune.host import HostInfo
 from autotune.outputs.drift import check_profile
 from autotune.outputs.envfile import MergeResult, merge_env, read_text_exact
+from autotune.outputs.ownership import check_compose_out, refuse_collisions
 from autotune.outputs.profile import load_profile, profile_target
 
 
@@ -56,10 +57,13 @@ def apply_profile(path: Path, host: HostInfo, *, env_file: Path, compose_file: P
     if not isinstance(keys, dict) or not keys:
         raise OptionsError(f"profile {path} has no `env` keys (written before autotune 0.3): rerun autotune run")
     keys = {str(k): str(v) for k, v in keys.items()}
+    refuse_collisions({"--profile": path}, {"--env-file": env_file, "--compose-file": compose_file})
     merge = merge_env(read_text_exact(env_file), keys)
     target = profile_target(profile)
     notes = _model_notes(profile, target)
-    compose_text = _compose(profile, path, env_file, target) if compose_file is not None else None
+    compose_text = _compose(profile, path, env_file, target, compose_file) if compose_file is not None else None
+    if compose_text is not None:
+        check_compose_out(compose_file)  # type: ignore[arg-type]
     with deferred_interrupts(), StagedFiles() as files:
         files.add(env_file, merge.text.encode("utf-8", "surrogateescape"))
         if compose_text is not None:
@@ -68,16 +72,17 @@ def apply_profile(path: Path, host: HostInfo, *, env_file: Path, compose_file: P
     return ApplyResult(path, merge, compose_file if compose_text is not None else None, drifts, notes)
 
 
-def _compose(profile: dict[str, Any], path: Path, env_file: Path, target: str) -> str | None:
+def _compose(profile: dict[str, Any], path: Path, env_file: Path, target: str, out: Path) -> str | None:
     from autotune.outputs.compose import render_compose
 
     model = profile.get("model", {})
     if target == "tei":
         return render_compose(profile_dir=path.parent, env_file=env_file, target="tei",
-                              cpus=profile.get("host", {}).get("cores", {}).get("usable"), profile_file=path.name)
+                              cpus=profile.get("host", {}).get("cores", {}).get("usable"), profile_file=path.name,
+                              base=Path(out).parent)
     if model.get("path_in_container") and model.get("dir"):
         return render_compose(profile_dir=path.parent, env_file=env_file, target=target, model_dir=Path(model["dir"]),
-                              model_path_in_container=model["path_in_container"])
+                              model_path_in_container=model["path_in_container"], base=Path(out).parent)
     return None
 
 

@@ -1,8 +1,10 @@
 """The model directory Hindsight loads as it is: `model.onnx` and the tokenizer files.
 
 It is staged beside its destination, checked, and swapped in whole, so a failed run leaves
-the previous directory untouched. Modes are 0755/0644 after the umask: Hindsight often runs as
-another user, and a `mkdtemp` directory (0700) would be unreadable to it.
+the previous directory untouched. Only a directory carrying autotune's marker is ever replaced
+(see `ownership`). Staging directories carry the process id, so the next run removes what a
+killed one left. Modes are 0755/0644 after the umask: Hindsight often runs as another user, and a
+`mkdtemp` directory (0700) would be unreadable to it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autotune.errors import ModelError, OutputError
-from autotune.fileio import umask
+from autotune.fileio import record_commit, sha256_file, umask
+from autotune.outputs.ownership import (
+    MODEL_MARKER,
+    OLD,
+    STAGE,
+    marker_text,
+    model_owner,
+    scratch_prefix,
+    sweep_leftovers,
+)
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
                    "vocab.json", "merges.txt", "added_tokens.json", "sentencepiece.bpe.model", "spiece.model",
@@ -33,10 +44,16 @@ class StagedModel:
     destination: Path
 
     def commit(self) -> Path:
-        """Swap the staged directory in; the old one, if any, is removed only once the new one is there."""
+        """Swap the staged directory in; the old one, if any, is removed only once the new one is there.
+
+        The old one must be autotune's own (checked before the search too; checked here again because
+        minutes passed in between)."""
         old = None
-        if self.destination.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{self.destination.name}.old-", dir=self.destination.parent))
+        if self.destination.is_symlink() or self.destination.exists():
+            if self.destination.is_symlink() or model_owner(self.destination) is None:
+                raise OutputError(f"{self.destination} appeared while tuning and autotune did not write it: "
+                                  "left as it is, and no model was written")
+            old = Path(tempfile.mkdtemp(prefix=scratch_prefix(self.destination, OLD), dir=self.destination.parent))
             old.rmdir()
             self.destination.rename(old)
         try:
@@ -45,6 +62,7 @@ class StagedModel:
             if old is not None:
                 old.rename(self.destination)
             raise OutputError(f"cannot move the model into {self.destination}: {exc.strerror}") from exc
+        record_commit(self.destination)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
         return self.destination
@@ -54,8 +72,9 @@ class StagedModel:
 
 
 def stage_model_dir(destination: Path, *, onnx_file: Path, source_dir: Path, input_names: Sequence[str],
-                    max_tokens: int, torch_dir: Path | None = None) -> StagedModel:
-    """Copy the chosen ONNX file (fp32 or int8) and the tokenizer files into a staging directory.
+                    max_tokens: int, owner: str, torch_dir: Path | None = None) -> StagedModel:
+    """Copy the chosen ONNX file (fp32 or int8) and the tokenizer files into a staging directory, with
+    the marker that names `owner` (the profile) and the model's sha256.
 
     Where the source has no `tokenizer_config.json`, a minimal one names the graph's inputs:
     without it transformers builds a tokenizer that gives no `token_type_ids`.
@@ -63,7 +82,8 @@ def stage_model_dir(destination: Path, *, onnx_file: Path, source_dir: Path, inp
     destination = Path(destination)
     try:
         destination.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{destination.name}.stage-", dir=destination.parent))
+        sweep_leftovers(destination)
+        staging = Path(tempfile.mkdtemp(prefix=scratch_prefix(destination, STAGE), dir=destination.parent))
     except OSError as exc:
         raise OutputError(f"cannot create the model directory {destination}: {exc.strerror}") from exc
     staged = StagedModel(staging, destination)
@@ -79,10 +99,14 @@ def stage_model_dir(destination: Path, *, onnx_file: Path, source_dir: Path, inp
             for name in TORCH_FILES:
                 if (torch_dir / name).is_file():
                     shutil.copyfile(torch_dir / name, staging / name)
+        (staging / MODEL_MARKER).write_text(marker_text(owner, sha256_file(staging / "model.onnx")))
         _make_readable(staging)
     except OSError as exc:
         staged.discard()
         raise OutputError(f"cannot write the model directory {destination}: {exc.strerror}") from exc
+    except BaseException:  # Ctrl-C or SIGTERM mid-copy: no partial model.onnx left beside the destination
+        staged.discard()
+        raise
     return staged
 
 

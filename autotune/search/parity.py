@@ -142,4 +142,4 @@ def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
 
     buf = io.BytesIO()
     np.savez(buf, **arrays)  # type: ignore[arg-type]
-    write_atomic(path, buf.getvalue())
+    write_atomic(path, buf.getvalue(), output=False)

@@ -20,6 +20,7 @@ from autotune.fileio import StagedFiles, check_writable, deferred_interrupts
 from autotune.host import HostInfo, HostProbe, default_probe, run_conditions
 from autotune.outputs.envfile import MergeResult, merge_env, parse_env, read_text_exact, user_values
 from autotune.outputs.model_dir import StagedModel, TokenizerCheck, check_tokenizer, stage_model_dir
+from autotune.outputs.ownership import check_compose_out, check_model_out, check_profile_out, refuse_collisions
 from autotune.outputs.profile import (
     DEFAULT_TEI_URL,
     check_name,
@@ -136,8 +137,8 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
     check_hindsight_version(workload, target)
     if opts.name is not None:
         check_name(opts.name)
-    _check_outputs(opts)
     host = (probe or default_probe()).probe()
+    _check_outputs(opts, target, _profile_name(opts, host))
     space = target.space(SpaceLimits(usable_cores=host.cores.usable, max_candidates=workload.max_candidates,
                                      batch_sizes=opts.batch_sizes, precisions=opts.precisions,
                                      max_threads=opts.max_threads))
@@ -348,17 +349,38 @@ def served_memory(pool: ScoringPool, config: EngineConfig, workload: Workload, o
                     "compose or Kubernetes memory limit"}
 
 
-def _check_outputs(opts: RunOptions) -> None:
-    """Every output must be writable, and the `.env` block intact, before anything is measured."""
-    check_writable(opts.env_file)
-    merge_env(read_text_exact(opts.env_file), {})  # a damaged block fails now, not after the search
-    check_writable(opts.profile_dir / "x.yaml")
-    if opts.compose_file is not None:
-        check_writable(opts.compose_file)
-    if opts.model_out is not None:
-        check_writable(opts.model_out.parent / "x")
+def _profile_name(opts: RunOptions, host: HostInfo) -> str:
+    return opts.name or profile_name(host.brand, host.cores.usable, host.fingerprint)
+
+
+def _compose_out(opts: RunOptions, target: Target) -> Path | None:
+    """The override is written for the sidecar, or for an in-process target that names its container path."""
+    if opts.compose_file is None or not (target.name == "tei" or opts.model_path_in_container):
+        return None
+    return opts.compose_file
+
+
+def _check_outputs(opts: RunOptions, target: Target, name: str) -> None:
+    """Every output must be writable, autotune's own or new, and no input of this run, and the `.env` block
+    intact, before anything is measured."""
     if opts.model_path_in_container is not None and not opts.model_path_in_container.startswith("/"):
         raise OptionsError(f"--model-path-in-container must be an absolute path, got {opts.model_path_in_container!r}")
+    profile = profile_path(opts.profile_dir, name)
+    compose = _compose_out(opts, target)
+    model_out = model_out_dir(opts, name) if target.emits_model else None
+    refuse_collisions({"--workload": opts.workload, "--model": opts.model},
+                      {"--env-file": opts.env_file, "the profile": profile, "--compose-file": compose,
+                       "--model-out": model_out}, model_out=model_out)
+    check_writable(opts.env_file)
+    merge_env(read_text_exact(opts.env_file), {})  # a damaged block fails now, not after the search
+    check_writable(profile)
+    check_profile_out(profile)
+    if compose is not None:
+        check_writable(compose)
+        check_compose_out(compose)
+    if model_out is not None:
+        check_model_out(model_out)
+        check_writable(model_out.parent / "x")
 
 
 def _max_tokens(bundle: ModelBundle, traits: EngineTraits) -> int:
@@ -393,7 +415,7 @@ def _stage_model(opts: RunOptions, target: Target, bundle: ModelBundle, pool: Sc
     onnx_file = pool.model_path(winner) if isinstance(pool, EnginePool) else bundle.onnx_path
     input_names = inspect_graph(bundle.onnx_path)[0]
     staged = stage_model_dir(model_out_dir(opts, name), onnx_file=onnx_file, source_dir=bundle.directory,
-                             input_names=input_names, max_tokens=max_tokens, torch_dir=torch_dir)
+                             input_names=input_names, max_tokens=max_tokens, owner=name, torch_dir=torch_dir)
     try:
         tokenizer = PairTokenizer(bundle.tokenizer_path, max_tokens)
         expected = [[{"input_ids": e.ids, "token_type_ids": e.type_ids, "attention_mask": [1] * len(e.ids)}
@@ -410,7 +432,7 @@ def _write_outputs(opts: RunOptions, target: Target, result: SearchResult, host:
                    pool: ScoringPool, workload: Workload, space: SearchSpace, conditions: dict[str, Any],
                    int8_sample: dict[str, list[float]] | None, recording: SelfCheck | None) -> RunOutcome:
     winner = result.winner
-    name = opts.name or profile_name(host.brand, host.cores.usable, host.fingerprint)  # --name checked up front
+    name = _profile_name(opts, host)  # --name checked up front
     model_ref = "default" if opts.model is None else str(opts.model)
     max_tokens = _max_tokens(bundle, target.traits(host.cores.usable, bundle.max_length, opts.max_tokens))
     staged, check, model_dir = None, None, None
@@ -455,12 +477,13 @@ def _commit_outputs(opts: RunOptions, target: Target, result: SearchResult, host
     with deferred_interrupts(), StagedFiles() as files:  # every file, or none: staged first, renamed together
         files.add(path, render_profile(profile))
         files.add(opts.env_file, merge.text.encode("utf-8", "surrogateescape"))
-        if opts.compose_file is not None and (target.name == "tei" or opts.model_path_in_container):
+        if _compose_out(opts, target) is not None:
             compose_path = opts.compose_file
             files.add(compose_path, render_compose(profile_dir=opts.profile_dir, env_file=opts.env_file,
                                                    target=target.name, model_dir=model_dir,
                                                    cpus=host.cores.usable, profile_file=path.name,
-                                                   model_path_in_container=opts.model_path_in_container))
+                                                   model_path_in_container=opts.model_path_in_container,
+                                                   base=compose_path.parent))
         if staged is not None:
             staged.commit()
         files.commit()

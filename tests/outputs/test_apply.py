@@ -47,11 +47,11 @@ def test_apply_on_a_matching_host_writes_the_block_run_wrote(tuned, tmp_path, mo
     env = tmp_path / ".env"
     env.write_text("HINDSIGHT_API_LLM_PROVIDER=none\n")
     status, out, err = run_cli(["apply", "--profile", str(tuned / "profiles" / "avx2-node.yaml"), "--env-file",
-                                str(env), "--compose-file", str(tmp_path / "compose.yaml")])
+                                str(env), "--compose-file", str(tmp_path / "compose.autotune.yaml")])
     assert status == ExitStatus.OK, err
     assert managed_values(env) == managed_values(tuned / "run.env")
     assert env.read_text().startswith("HINDSIGHT_API_LLM_PROVIDER=none\n")  # the user's lines are kept
-    assert yaml.safe_load((tmp_path / "compose.yaml").read_text()) == yaml.safe_load(
+    assert yaml.safe_load((tmp_path / "compose.autotune.yaml").read_text()) == yaml.safe_load(
         (tuned / "run.compose.yaml").read_text().replace(str(tuned / "run.env"), str(env)))
     # the profiles directory picks the profile tuned on this host type
     status, out, err = run_cli(["apply", "--profiles-dir", str(tuned / "profiles"), "--env-file",

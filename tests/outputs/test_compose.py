@@ -33,12 +33,12 @@ def test_override_structure(tmp_path, monkeypatch):
     reranker = data["services"]["reranker"]
     assert reranker["command"][:2] == ["--host", "0.0.0.0"]  # arguments to the image's `autotune serve`
     assert "entrypoint" not in reranker and "cpus" not in reranker
-    assert reranker["env_file"] == [".env"]
+    assert reranker["env_file"] == ["./.env"]
     assert "./profiles:/app/profiles:ro" in reranker["volumes"]
     assert any(v.endswith(":/cache") for v in reranker["volumes"])
     assert reranker["networks"] == ["hindsight-net"] and "hindsight-net" in data["networks"]
     hindsight = data["services"]["hindsight"]
-    assert hindsight["env_file"] == [".env"]  # a .env alone only feeds ${...} substitutions
+    assert hindsight["env_file"] == ["./.env"]  # a .env alone only feeds ${...} substitutions
     assert hindsight["depends_on"]["reranker"]["condition"] == "service_healthy"
     assert set(yaml.safe_load(HINDSIGHT_LIKE)["services"]) & set(data["services"]) == {"hindsight"}
 

@@ -9,6 +9,7 @@ import pytest
 from autotune.errors import ModelError
 from autotune.fileio import umask
 from autotune.outputs.model_dir import check_tokenizer, stage_model_dir
+from autotune.outputs.ownership import MODEL_MARKER, marker_text
 from autotune.runtime.tokenize import PairTokenizer
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -24,9 +25,10 @@ def expected(model_dir, max_tokens=128):
 def test_staged_dir_is_readable_by_others_and_commits_whole(tmp_path, tiny_model_dir):
     dest = tmp_path / "models" / "r"
     dest.mkdir(parents=True)
+    (dest / MODEL_MARKER).write_text(marker_text("r", "0" * 64))  # an earlier run's
     (dest / "stale.txt").write_text("from an earlier run")
     staged = stage_model_dir(dest, onnx_file=tiny_model_dir / "model.onnx", source_dir=tiny_model_dir,
-                             input_names=INPUTS, max_tokens=128)
+                             input_names=INPUTS, max_tokens=128, owner="r")
     assert (dest / "stale.txt").exists()  # nothing changes until commit
     staged.commit()
     assert not (dest / "stale.txt").exists() and (dest / "model.onnx").exists()
@@ -38,7 +40,7 @@ def test_staged_dir_is_readable_by_others_and_commits_whole(tmp_path, tiny_model
 def test_missing_tokenizer_config_is_written_with_the_graphs_inputs(tmp_path, tiny_model_dir):
     pytest.importorskip("transformers", reason="the AutoTokenizer check needs transformers (the torch extra)")
     staged = stage_model_dir(tmp_path / "r", onnx_file=tiny_model_dir / "model.onnx", source_dir=tiny_model_dir,
-                             input_names=INPUTS, max_tokens=128)
+                             input_names=INPUTS, max_tokens=128, owner="r")
     config = json.loads((staged.staging / "tokenizer_config.json").read_text())
     assert config["model_input_names"] == list(INPUTS)
     check = check_tokenizer(staged.staging, PAIRS, expected(tiny_model_dir), 128, INPUTS)
@@ -51,7 +53,7 @@ def test_a_tokenizer_without_token_type_ids_is_refused(tmp_path, tiny_model_dir)
     """Hindsight would feed zeros for the second segment: the scores of a BERT then change."""
     pytest.importorskip("transformers", reason="the AutoTokenizer check needs transformers (the torch extra)")
     staged = stage_model_dir(tmp_path / "r", onnx_file=tiny_model_dir / "model.onnx", source_dir=tiny_model_dir,
-                             input_names=INPUTS, max_tokens=128)
+                             input_names=INPUTS, max_tokens=128, owner="r")
     (staged.staging / "tokenizer_config.json").write_text(json.dumps({"model_input_names": ["input_ids",
                                                                                            "attention_mask"]}))
     with pytest.raises(ModelError, match=r"token_type_ids differ.*gives no token_type_ids"):
@@ -61,7 +63,7 @@ def test_a_tokenizer_without_token_type_ids_is_refused(tmp_path, tiny_model_dir)
 def test_a_different_truncation_is_refused(tmp_path, tiny_model_dir):
     pytest.importorskip("transformers", reason="the AutoTokenizer check needs transformers (the torch extra)")
     staged = stage_model_dir(tmp_path / "r", onnx_file=tiny_model_dir / "model.onnx", source_dir=tiny_model_dir,
-                             input_names=INPUTS, max_tokens=128)
+                             input_names=INPUTS, max_tokens=128, owner="r")
     with pytest.raises(ModelError, match="input_ids differ, 128 tokens against 64"):
         check_tokenizer(staged.staging, PAIRS, expected(tiny_model_dir, 64), 128, INPUTS)
 
