@@ -164,7 +164,8 @@ def run_bench(profile: dict[str, Any], workload: Workload, host: HostInfo, *, ag
         raise OptionsError(f"--rounds must be at least 1, got {rounds}")
     ensure_same_host(profile, host, force)
     ref = model_ref(profile, model_dir)
-    bundle = resolve_model(None if ref == "default" else Path(ref))
+    bundle = resolve_model(None if ref == "default" else Path(ref),
+                           stock=get_target(profile_target(profile)).stock_default)
     pools = _Pools(bundle, host)
     chosen = list(against) if against else list(DEFAULT_AGAINST.get(profile_target(profile), REFERENCES[:3]))
     entrants, skipped = contenders(pools, profile, chosen, ref, sibling_profiles(profile_path, profile, host))

@@ -132,7 +132,7 @@ def explain_profile(profile: dict[str, Any], workload: Workload, host: HostInfo,
     ensure_same_host(profile, host, force)
     ref = model_ref(profile, model_dir)
     target = get_target(profile_target(profile))
-    bundle = resolve_model(None if ref == "default" else Path(ref))
+    bundle = resolve_model(None if ref == "default" else Path(ref), stock=target.stock_default)
     pool = target.pool(bundle, has_vnni=host.has_vnni, usable_cores=host.cores.usable,
                        max_tokens=profile_max_tokens(profile))
     winner = profile_config(profile)

@@ -137,7 +137,9 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     elif outcome.target != "tei" and not args.no_compose:
         print("no compose override: Hindsight reads the paths above on this host; for a container, rerun with "
               "--model-path-in-container /models/reranker", file=out)
-    if not outcome.bundle.trained_head:
-        print("note: the embedded default has a stand-in head: its latency is representative, its rankings "
-              "are not meaningful", file=out)
+    if outcome.bundle.scoring:
+        print(f"model: {outcome.bundle.scoring}", file=out)
+    elif not outcome.bundle.trained_head:
+        print("note: this model has a seeded stand-in head (no trained classifier.* weights): its latency is "
+              "representative, its rankings are not meaningful", file=out)
     return ExitStatus.OK

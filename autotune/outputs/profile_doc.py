@@ -29,7 +29,7 @@ def build_profile(*, name: str, target: Target, result: SearchResult, host: Host
         "target": target.name,
         "host": host.to_dict(),
         "model": {"name": bundle.name, "ref": model_ref, "sha256": bundle.sha256,
-                  "max_length": bundle.max_length, "max_tokens": max_tokens, "trained_head": bundle.trained_head,
+                  "max_length": bundle.max_length, "max_tokens": max_tokens, **bundle.scoring_fields(),
                   "dir": model_dir, "path_in_container": model_path_in_container,
                   "tokenizer_check": tokenizer_check},
         "workload": {**workload.summary(), "self_check": recording_check, "candidate_cap": result.candidate_cap},

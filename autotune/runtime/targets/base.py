@@ -74,6 +74,8 @@ class Target(ABC):
     summary: ClassVar[str]
     min_hindsight: ClassVar[tuple[int, int]] = (0, 0)  # the oldest Hindsight that has this provider
     emits_model: ClassVar[bool] = False  # writes a model directory that Hindsight loads as it is
+    # loads only a stock cross-encoder checkpoint: the embedded default is then its stand-in-head form
+    stock_default: ClassVar[bool] = False
     config_keys: ClassVar[tuple[str, ...]]  # the keys a drift check compares with the profile
 
     @abstractmethod

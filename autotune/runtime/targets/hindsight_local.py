@@ -100,6 +100,7 @@ class LocalTarget(Target):
     provider = "local"
     summary = "Hindsight's default provider (sentence-transformers on PyTorch), tuned in place"
     emits_model = True
+    stock_default = True  # sentence-transformers' CrossEncoder cannot run the bi-encoder graph
     config_keys: ClassVar[tuple[str, ...]] = (f"{PREFIX}LOCAL_BATCH_SIZE", f"{PREFIX}LOCAL_BUCKET_BATCHING",
                                               "OMP_NUM_THREADS")
 
