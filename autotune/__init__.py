@@ -1,21 +1,30 @@
-"""autotune: pick the fastest safe cross-encoder configuration for this CPU host."""
+"""autotune: pick the fastest safe cross-encoder configuration for this CPU host.
+
+The public names load on first use (PEP 562), so `import autotune` and `autotune --help` pull in no
+numpy, onnx, onnxruntime or optuna.
+"""
 
 from __future__ import annotations
 
-from autotune.errors import AutotuneError, ExitStatus
-from autotune.host import HostInfo, HostProbe
-from autotune.runtime.engine import BASELINE, EngineConfig, RerankEngine
-from autotune.workload.queries import Workload, load_workload
+from importlib import import_module
+from typing import Any
 
-__all__ = [
-    "BASELINE",
-    "AutotuneError",
-    "EngineConfig",
-    "ExitStatus",
-    "HostInfo",
-    "HostProbe",
-    "RerankEngine",
-    "Workload",
-    "load_workload",
-]
+_PUBLIC = {
+    "AutotuneError": "autotune.errors",
+    "ExitStatus": "autotune.errors",
+    "HostInfo": "autotune.host",
+    "HostProbe": "autotune.host",
+    "BASELINE": "autotune.runtime.engine",
+    "EngineConfig": "autotune.runtime.engine",
+    "RerankEngine": "autotune.runtime.engine",
+    "Workload": "autotune.workload.queries",
+    "load_workload": "autotune.workload.queries",
+}
+__all__ = sorted(_PUBLIC)
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PUBLIC:
+        return getattr(import_module(_PUBLIC[name]), name)
+    raise AttributeError(f"module 'autotune' has no attribute {name!r}")

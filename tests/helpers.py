@@ -30,9 +30,9 @@ AVX2_HOST = replace(VNNI_HOST, brand="AMD Ryzen", isa={**VNNI_HOST.isa, "avx512f
                     cores=Cores(2, 2, 2))
 
 
-def profile_for(host: HostInfo, config: EngineConfig, model_dir: Path) -> dict[str, Any]:
+def profile_for(host: HostInfo, config: EngineConfig, model_dir: Path, target: str = "tei") -> dict[str, Any]:
     bundle = load_model_dir(model_dir)
-    return {"schema": SCHEMA, "name": "test", "host": host.to_dict(), "config": config.to_dict(),
+    return {"schema": SCHEMA, "name": "test", "target": target, "host": host.to_dict(), "config": config.to_dict(),
             "model": {"name": bundle.name, "ref": str(model_dir), "sha256": bundle.sha256}}
 
 

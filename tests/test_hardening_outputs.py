@@ -270,3 +270,51 @@ def test_other_commands_never_write_over_a_users_compose_file(work, tiny_model_d
     status, _, err = run_cli(args)
     assert status == ExitStatus.BAD_OPTIONS and "base file" in err, err
     assert snapshot(work) == before
+
+
+# Issue 36, item 8: a profile is input. `apply` writes exactly the keys its target writes, one safe line each.
+INJECTED = {
+    "newline-in-key": {"EVIL\nLD_PRELOAD": "/tmp/x.so"},
+    "path": {"PATH": "/tmp/evil"},
+    "llm-api-key": {"HINDSIGHT_API_LLM_API_KEY": "sk-stolen"},
+    "end-marker-in-key": {"# <<< autotune managed block <<<": "1"},
+    "empty-value": {"HINDSIGHT_API_RERANKER_TEI_BATCH_SIZE": ""},
+    "newline-in-value": {"HINDSIGHT_API_RERANKER_TEI_URL": "http://r:8080\nLD_PRELOAD=/tmp/x.so"},
+    "marker-in-value": {"HINDSIGHT_API_RERANKER_TEI_URL": "# <<< autotune managed block <<<"},
+}
+
+
+@pytest.fixture(scope="module")
+def tei_profile(tmp_path_factory, tiny_model_dir) -> Path:
+    from tests.conftest import write_workload
+
+    work = tmp_path_factory.mktemp("tei-profile")
+    write_workload(work / "queries.jsonl")
+    status, _, err = run_cli([*_outputs(work, tiny_model_dir), "--target", "tei", "--no-compose"])
+    assert status == ExitStatus.OK, err
+    return work / "profiles" / "node.yaml"
+
+
+@pytest.mark.parametrize("case", sorted(INJECTED))
+def test_apply_writes_only_the_keys_its_target_writes(tmp_path, tei_profile, case):
+    profile = yaml.safe_load(tei_profile.read_text())
+    profile["env"].update(INJECTED[case])
+    hostile = tmp_path / "hostile.yaml"
+    hostile.write_text("# autotune profile\n" + yaml.safe_dump(profile))
+    env = tmp_path / ".env"
+    env.write_text("HINDSIGHT_API_LLM_PROVIDER=none\n")
+    status, _, err = run_cli(["apply", "--profile", str(hostile), "--env-file", str(env), "--compose-file",
+                              str(tmp_path / "compose.autotune.yaml")])
+    assert status == ExitStatus.BAD_OPTIONS, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert env.read_text() == "HINDSIGHT_API_LLM_PROVIDER=none\n"
+    assert not (tmp_path / "compose.autotune.yaml").exists()
+
+
+@pytest.mark.parametrize("flag", ["--tei-url", "--model-path-in-container"])
+def test_a_flag_value_with_a_newline_is_refused_before_the_search(work, tiny_model_dir, flag):
+    value = "/models/r\nLD_PRELOAD=/tmp/x.so" if flag.startswith("--model") else "http://r:8080\nPATH=/tmp"
+    before = snapshot(work)
+    status, _, err = run_cli([*_outputs(work, tiny_model_dir), flag, value])
+    assert status == ExitStatus.BAD_OPTIONS and "line break" in err, err
+    assert snapshot(work) == before

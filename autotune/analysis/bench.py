@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,15 +14,15 @@ from autotune.analysis.peak import measured_peak
 from autotune.errors import DriftError, MissingDependencyError, OptionsError
 from autotune.host import HostInfo
 from autotune.outputs.profile import load_profile, profile_config, profile_max_tokens, profile_target
-from autotune.runtime.engine import BASELINE, EngineConfig
+from autotune.runtime.engine import EngineConfig, ScoringPool
 from autotune.runtime.model import ModelBundle, resolve_model
-from autotune.runtime.sessions import EnginePool
 from autotune.runtime.targets import get_target
 from autotune.search.measure import Scorer, interleaved, replay
 from autotune.search.stats import Latency, per_query_medians, percentile
 from autotune.workload.queries import Workload
 
 REFERENCES = ("hindsight-onnx", "ort-default", "hindsight-local", "hindsight-local-bucket")
+DEFAULTS_OF = {"hindsight-onnx": "onnx", "ort-default": "tei"}  # references that are a target's own defaults
 DEFAULT_AGAINST = {"onnx": ("hindsight-onnx", "hindsight-local"),
                    "tei": ("ort-default", "hindsight-onnx", "hindsight-local"),
                    "local": ("hindsight-local",)}
@@ -34,7 +34,7 @@ class Contender:
     description: str
     score: Scorer
     config: EngineConfig | None = None
-    pool: EnginePool | None = None  # set where the efficiency figures can be computed
+    pool: ScoringPool | None = None  # set where the efficiency figures can be computed (an ONNX graph)
 
 
 @dataclass
@@ -105,7 +105,7 @@ def _profile_contender(name: str, profile: dict[str, Any], pools: _Pools) -> Con
     config = profile_config(profile)
     pool = pools.get(target, profile_max_tokens(profile))
     return Contender(name, f"{target} target: {config.label()}", pool.engine(config).score, config,
-                     pool if isinstance(pool, EnginePool) else None)
+                     pool if pool.model_path(config) is not None else None)
 
 
 def sibling_profiles(path: Path | None, profile: dict[str, Any], host: HostInfo) -> list[tuple[str, dict[str, Any]]]:
@@ -136,13 +136,11 @@ def contenders(pools: _Pools, profile: dict[str, Any], against: Sequence[str], r
     for name in against:
         if name not in REFERENCES:
             raise OptionsError(f"unknown reference {name!r}; choose from {', '.join(REFERENCES)}")
-        if name in ("ort-default", "hindsight-onnx"):
-            target = "tei" if name == "ort-default" else "onnx"
-            pool = pools.get(target)
-            config = BASELINE if target == "tei" else replace(BASELINE, length_sort=True, mem_arena=False)
-            what = ("onnxruntime, batch 32, no sort, fp32, default threads" if target == "tei" else
-                    "Hindsight's onnx provider at its defaults: batch 32, threads = its cap, arena off")
-            out.append(Contender(name, what, pool.engine(config).score, config, pool))
+        if name in DEFAULTS_OF:
+            target = get_target(DEFAULTS_OF[name])
+            pool = pools.get(target.name)
+            config = target.defaults()
+            out.append(Contender(name, target.defaults_label, pool.engine(config).score, config, pool))
             continue
         try:
             from autotune.runtime.torch_reference import hindsight_local

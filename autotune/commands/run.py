@@ -9,6 +9,7 @@ from typing import Any, TextIO
 
 from autotune.commands.argtypes import finite_float, int_list, positive_int
 from autotune.errors import ExitStatus, OptionsError
+from autotune.runtime.targets import DEFAULT_TARGET, TARGET_NAMES
 
 NAME = "run"
 
@@ -16,9 +17,9 @@ NAME = "run"
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(NAME, help="search for the fastest configuration that passes parity")
     p.add_argument("--workload", type=Path, required=True, help="queries.jsonl")
-    p.add_argument("--target", default="onnx", help="what Hindsight will run: onnx (in-process, Hindsight >= 1.1; "
-                                                    "the default), tei (the autotune serve sidecar) or local "
-                                                    "(PyTorch; needs the torch extra)")
+    p.add_argument("--target", default=DEFAULT_TARGET, choices=TARGET_NAMES,
+                   help="what Hindsight will run: onnx (in-process, Hindsight >= 1.1; the default), tei (the "
+                        "autotune serve sidecar) or local (PyTorch; needs the torch extra)")
     p.add_argument("--model-out", type=Path, help="where to write the model directory Hindsight loads "
                                                   "(onnx, local; default: models/<profile name>)")
     p.add_argument("--model-path-in-container", help="the model directory's path inside Hindsight's container; "
@@ -87,6 +88,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from autotune.analysis.summary import format_result
     from autotune.commands.progress import TrialProgress
     from autotune.outputs.profile import DEFAULT_TEI_URL
+    from autotune.runtime.targets import get_target
     from autotune.search.space import SearchSettings
     from autotune.search.tuner import RunOptions, tune
 
@@ -134,7 +136,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if outcome.compose_path:
         print(f"wrote {outcome.compose_path}: docker compose -f docker-compose.yaml -f {outcome.compose_path} up -d",
               file=out)
-    elif outcome.target != "tei" and not args.no_compose:
+    elif not get_target(outcome.target).sidecar and not args.no_compose:
         print("no compose override: Hindsight reads the paths above on this host; for a container, rerun with "
               "--model-path-in-container /models/reranker", file=out)
     if outcome.bundle.scoring:

@@ -18,6 +18,7 @@ from autotune.outputs.drift import check_profile
 from autotune.outputs.envfile import MergeResult, merge_env, read_text_exact
 from autotune.outputs.ownership import check_compose_out, refuse_collisions
 from autotune.outputs.profile import load_profile, profile_target
+from autotune.runtime.targets import Target, get_target
 
 
 @dataclass
@@ -57,9 +58,14 @@ def apply_profile(path: Path, host: HostInfo, *, env_file: Path, compose_file: P
     if not isinstance(keys, dict) or not keys:
         raise OptionsError(f"profile {path} has no `env` keys (written before autotune 0.3): rerun autotune run")
     keys = {str(k): str(v) for k, v in keys.items()}
+    allowed = get_target(profile_target(profile))
+    foreign = sorted(k for k in keys if k not in allowed.env_names)
+    if foreign:  # a profile is input: it may set exactly the keys its target writes, nothing else
+        raise OptionsError(f"profile {path} carries keys its `{allowed.name}` target never writes: "
+                           f"{', '.join(repr(k) for k in foreign[:3])}{' ...' if len(foreign) > 3 else ''}")
     refuse_collisions({"--profile": path}, {"--env-file": env_file, "--compose-file": compose_file})
     merge = merge_env(read_text_exact(env_file), keys)
-    target = profile_target(profile)
+    target = get_target(profile_target(profile))
     notes = _model_notes(profile, target)
     compose_text = _compose(profile, path, env_file, target, compose_file) if compose_file is not None else None
     if compose_text is not None:
@@ -72,25 +78,25 @@ def apply_profile(path: Path, host: HostInfo, *, env_file: Path, compose_file: P
     return ApplyResult(path, merge, compose_file if compose_text is not None else None, drifts, notes)
 
 
-def _compose(profile: dict[str, Any], path: Path, env_file: Path, target: str, out: Path) -> str | None:
+def _compose(profile: dict[str, Any], path: Path, env_file: Path, target: Target, out: Path) -> str | None:
     from autotune.outputs.compose import render_compose
 
     model = profile.get("model", {})
-    if target == "tei":
-        return render_compose(profile_dir=path.parent, env_file=env_file, target="tei",
+    if target.sidecar:
+        return render_compose(profile_dir=path.parent, env_file=env_file, sidecar=True,
                               cpus=profile.get("host", {}).get("cores", {}).get("usable"), profile_file=path.name,
                               base=Path(out).parent)
     if model.get("path_in_container") and model.get("dir"):
-        return render_compose(profile_dir=path.parent, env_file=env_file, target=target, model_dir=Path(model["dir"]),
+        return render_compose(profile_dir=path.parent, env_file=env_file, sidecar=False, model_dir=Path(model["dir"]),
                               model_path_in_container=model["path_in_container"], base=Path(out).parent)
     return None
 
 
-def _model_notes(profile: dict[str, Any], target: str) -> list[str]:
+def _model_notes(profile: dict[str, Any], target: Target) -> list[str]:
     """An in-process target loads the model directory `run` wrote: it must be here too."""
     model = profile.get("model", {})
     directory = model.get("dir")
-    if target == "tei" or not directory or Path(directory).is_dir():
+    if not target.emits_model or not directory or Path(directory).is_dir():
         return []
     return [f"the model directory {directory} that the .env names is not on this host: copy it here (it is "
             f"what `run` wrote beside the profile), or mount it at {model.get('path_in_container') or 'that path'}"]

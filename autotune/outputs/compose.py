@@ -87,10 +87,10 @@ def compose_path(path: Path, base: Path) -> str:
     return rel if rel.startswith("..") else "./" + rel
 
 
-def render_compose(*, profile_dir: Path, env_file: Path, hindsight_service: str = "hindsight", target: str = "tei",
+def render_compose(*, profile_dir: Path, env_file: Path, hindsight_service: str = "hindsight", sidecar: bool = True,
                    model_dir: Path | None = None, model_path_in_container: str | None = None,
                    cpus: int | None = None, profile_file: str | None = None, base: Path = Path(".")) -> str:
-    if target == "tei":
+    if sidecar:
         data = compose_override(profile_dir=profile_dir, env_file=env_file, hindsight_service=hindsight_service,
                                 cpus=cpus, profile_file=profile_file, base=base)
         return HEADER + yaml.safe_dump(data, sort_keys=False)

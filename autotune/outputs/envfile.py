@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autotune.errors import OutputError
+from autotune.errors import OptionsError, OutputError
 from autotune.fileio import write_atomic
 
 BEGIN = "# >>> autotune managed block: `autotune run` rewrites it; edit outside it >>>"
@@ -48,6 +48,25 @@ def parse_env(text: str) -> dict[str, str]:
     return values
 
 
+_KEY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def check_entry(key: str, value: str) -> None:
+    """One `.env` line autotune may write: a plain key, and a value `check_value` accepts."""
+    if not _KEY_NAME.match(key):
+        raise OptionsError(f"refusing to write the .env key {key!r}: not a plain KEY_NAME")
+    check_value(key, value)
+
+
+def check_value(name: str, value: str) -> None:
+    """A non-empty, one-line value with no marker in it. Anything else could add lines of its own
+    (`x\nLD_PRELOAD=...`) or break the block; refused in one line naming the key or flag."""
+    if not value:
+        raise OptionsError(f"refusing to write {name} with an empty value: Hindsight's int() would crash on it")
+    if any(c in value for c in "\n\r\0") or BEGIN in value or END in value:
+        raise OptionsError(f"refusing to write {name}: its value holds a line break, a NUL or autotune's marker")
+
+
 def format_value(value: str) -> str:
     if not value:
         raise ValueError("autotune never writes an empty value: Hindsight's int() would crash on it")
@@ -66,6 +85,8 @@ def _block_span(lines: list[str]) -> tuple[int, int] | None:
 
 
 def merge_env(existing: str, keys: Mapping[str, str]) -> MergeResult:
+    for key, value in keys.items():
+        check_entry(key, value)
     lines = split_lines(existing)
     newline = "\r\n" if sum(ln.endswith("\r\n") for ln in lines) * 2 > len(lines) > 0 else "\n"
     span = _block_span(lines)

@@ -17,6 +17,7 @@ import yaml
 
 from autotune.errors import OptionsError
 from autotune.outputs.profile import profile_target
+from autotune.runtime.targets import get_target
 
 CHART_RERANKER_KEYS = frozenset({"enabled", "replicaCount", "image", "model", "port", "args", "env", "resources",
                                  "livenessProbe", "readinessProbe"})  # tei.reranker, as the chart documents it
@@ -33,7 +34,7 @@ def memory_limit_mib(profile: dict[str, Any]) -> int:
 
 
 def helm_values(profile: dict[str, Any], *, image: str, tei_url: str, replicas: int = 1) -> dict[str, Any]:
-    if profile_target(profile) != "tei":
+    if not get_target(profile_target(profile)).sidecar:
         raise OptionsError(f"`autotune helm` needs a profile tuned for --target tei (the sidecar); this one is "
                            f"`{profile_target(profile)}`: for Hindsight's in-process providers use `autotune apply` "
                            "and put its keys in api.env")

@@ -88,7 +88,10 @@ def load_profile(path: Path) -> dict[str, Any]:
 def profile_max_tokens(data: dict[str, Any]) -> int | None:
     """The onnx target's truncation as the profile was tuned with it (`--max-tokens`); None elsewhere."""
     value = data.get("model", {}).get("max_tokens")
-    return int(value) if profile_target(data) == "onnx" and isinstance(value, int) else None
+    from autotune.runtime.targets import get_target
+
+    has_key = get_target(profile_target(data)).has_max_tokens
+    return int(value) if has_key and isinstance(value, int) else None
 
 
 def profile_config(data: dict[str, Any]) -> EngineConfig:
@@ -102,8 +105,20 @@ def profile_config(data: dict[str, Any]) -> EngineConfig:
 
 
 def profile_target(data: dict[str, Any]) -> str:
-    """Profiles written before targets existed were all for the `tei` sidecar."""
-    return str(data.get("target", "tei"))
+    """The target the profile was tuned for, one the registry knows. Profiles written before targets existed
+    were all for the `tei` sidecar, and their `env` shows it (its `AUTOTUNE_*` keys); any other profile with
+    no target is refused rather than guessed at."""
+    from autotune.runtime.targets import TARGET_NAMES
+
+    target = data.get("target")
+    if target is None:
+        env = data.get("env")
+        if isinstance(env, dict) and "AUTOTUNE_BATCH_SIZE" in env:
+            return "tei"
+        raise OptionsError("the profile names no target (onnx, tei or local): rerun autotune run")
+    if target not in TARGET_NAMES:
+        raise OptionsError(f"the profile's target {target!r} is unknown; choose from {', '.join(TARGET_NAMES)}")
+    return str(target)
 
 
 def tei_batch_size(existing_env: dict[str, str], max_candidates: int) -> int:

@@ -7,14 +7,15 @@ measured is what is served.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from autotune.errors import ModelError, OptionsError
-from autotune.runtime.model import PRECISIONS
+from autotune.runtime.model import PRECISIONS, ModelBundle
 
 if TYPE_CHECKING:
     from autotune.runtime.backends import Backend
@@ -240,10 +241,35 @@ class Scoring(Protocol):
     def score(self, query: str, documents: list[str]) -> ScoreResult: ...
 
 
+class Pairs(Protocol):
+    """One query and its documents (a workload's `Query`, which lives a layer above)."""
+
+    query: str
+    documents: list[str]
+
+
 class ScoringPool(Protocol):
-    """Makes a scorer for each configuration; implementations reuse sessions where they can."""
+    """Makes a scorer for each configuration; implementations reuse sessions where they can.
+
+    Everything a caller needs to know of a pool is here, so no caller asks which kind it has."""
+
+    bundle: ModelBundle  # the model it scores (and the parity reference's)
+    traits: EngineTraits
+    checkpoint: Path | None  # the PyTorch weights it runs, where it runs PyTorch
 
     def engine(self, config: EngineConfig) -> Scoring: ...
+
+    def serving(self, config: EngineConfig) -> Sequence[Scoring]:
+        """One scorer per worker of `config` (refused where the pool cannot serve that many)."""
+        ...
+
+    def model_path(self, config: EngineConfig) -> Path | None:
+        """The ONNX graph a configuration runs (made if need be), or None where the pool runs none."""
+        ...
+
+    def pair_lengths(self, queries: Sequence[Pairs]) -> list[list[int]] | None:
+        """Each pair's tokens after truncation, for the memory estimate; None where there is none."""
+        ...
 
     def effective(self, config: EngineConfig) -> EngineConfig:
         """The configuration as it runs; equal effective forms are one measurement."""
@@ -258,7 +284,4 @@ def engines_for(pool: ScoringPool, config: EngineConfig) -> list[Scoring]:
     """One scorer per worker, each on its own session (pools without workers serve one)."""
     if config.workers == 1:
         return [pool.engine(config)]
-    serving = getattr(pool, "serving", None)
-    if serving is None:
-        raise OptionsError(f"{type(pool).__name__} cannot serve {config.workers} workers")
-    return list(serving(config))
+    return list(pool.serving(config))

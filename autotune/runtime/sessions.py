@@ -9,11 +9,12 @@ spinning, what 0 threads means, max tokens) apply to every engine the pool makes
 from __future__ import annotations
 
 import gc
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from autotune.runtime.backends import Backend, OrtBackend
-from autotune.runtime.engine import EngineConfig, EngineTraits, RerankEngine
+from autotune.runtime.engine import EngineConfig, EngineTraits, Pairs, RerankEngine
 from autotune.runtime.model import ModelBundle, int8_model_path
 from autotune.runtime.tokenize import PairTokenizer
 
@@ -30,6 +31,11 @@ class EnginePool:
         self.tokenizer = PairTokenizer(bundle.tokenizer_path, self.max_length)
         self._backends: dict[SessionKey, Backend] = {}
         self._max_sessions = max_sessions
+        self.checkpoint: Path | None = None  # ONNX Runtime needs no PyTorch weights
+
+    def pair_lengths(self, queries: Sequence[Pairs]) -> list[list[int]]:
+        """Each pair's token count after truncation, for the memory estimate."""
+        return [[len(e.ids) for e in self.tokenizer.encode(q.query, q.documents)] for q in queries]
 
     def model_path(self, config: EngineConfig) -> Path:
         """The graph file a configuration runs (and the one Hindsight is handed for it)."""

@@ -47,11 +47,10 @@ def fused_graph(pool: ScoringPool) -> str | None:
     """None when the fused graph exists (made now if need be), else why it cannot be made."""
     from autotune.runtime.fusion import FusionUnavailable
 
-    model_path = getattr(pool, "model_path", None)
-    if model_path is None:
+    if pool.model_path(REFERENCE) is None:
         return "this target does not run an ONNX graph"
     try:
-        model_path(replace(REFERENCE, graph="fused"))
+        pool.model_path(replace(REFERENCE, graph="fused"))
     except (FusionUnavailable, ModelError) as exc:
         return str(exc)
     return None

@@ -18,7 +18,7 @@ import optuna
 from autotune.errors import OptionsError, WorkloadError
 from autotune.fileio import StagedFiles, check_writable, deferred_interrupts
 from autotune.host import HostInfo, HostProbe, default_probe, run_conditions
-from autotune.outputs.envfile import MergeResult, merge_env, parse_env, read_text_exact, user_values
+from autotune.outputs.envfile import MergeResult, check_value, merge_env, parse_env, read_text_exact, user_values
 from autotune.outputs.model_dir import StagedModel, TokenizerCheck, check_tokenizer, stage_model_dir
 from autotune.outputs.ownership import check_compose_out, check_model_out, check_profile_out, refuse_collisions
 from autotune.outputs.profile import (
@@ -205,15 +205,14 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
                                f"({reason}): loosen the tolerances, or pass --write-baseline to write the defaults")
         winner, noise = choose(passing or finalists[:1])
         served_load = None
-        if target.name == "tei":
+        if target.sidecar:
             served_load = _served_load(pool, winner, passing or finalists[:1], workload, user_env, traffic, stage)
         noise = load.warnings + noise
         if settings.final_rounds < 2:
             noise_note = "with one final round the spread cannot be judged: trustworthiness unknown (use 2 or more)"
         else:
             noise_note = None
-        int8_sample = (_int8_sample(pool, winner.config, workload, reference)
-                       if int8_considered and isinstance(pool, EnginePool) else None)
+        int8_sample = _int8_sample(pool, winner.config, workload, reference) if int8_considered else None
         memory = served_memory(pool, winner.config, workload, objective, budget_mb, study, host.has_vnni)
         conditions = {**run_conditions(), **load.to_dict(),
                       "trustworthy": trustworthiness(noise, settings.final_rounds)}
@@ -278,7 +277,7 @@ def _race(study: optuna.Study, objective: Objective, settings: SearchSettings, s
 
 def _concurrency(opts: RunOptions, target: Target, user_env: dict[str, str]) -> int:
     """The sidecar is tuned under the load Hindsight sends; the in-process targets serve one rerank at a time."""
-    if target.name != "tei":
+    if not target.sidecar:
         if opts.concurrency not in (None, 1):
             raise OptionsError("--concurrency applies to --target tei (the sidecar): Hindsight's in-process "
                                "providers rerank one recall at a time")
@@ -319,11 +318,8 @@ def _memory_model(bundle: ModelBundle) -> ModelMemory | None:
 
 
 def _pair_lengths(pool: ScoringPool, workload: Workload) -> list[list[int]] | None:
-    """Each pair's token count after truncation, for the memory estimate (ORT pools only)."""
-    tokenizer = getattr(pool, "tokenizer", None)
-    if tokenizer is None:
-        return None
-    return [[len(e.ids) for e in tokenizer.encode(q.query, q.documents)] for q in workload.queries]
+    """Each pair's token count after truncation, for the memory estimate (None where the pool runs no ONNX)."""
+    return pool.pair_lengths(workload.queries)
 
 
 def served_memory(pool: ScoringPool, config: EngineConfig, workload: Workload, objective: Objective,
@@ -331,7 +327,7 @@ def served_memory(pool: ScoringPool, config: EngineConfig, workload: Workload, o
     """What the served configuration needs (its session and largest batch, measured alone in a fresh
     process), beside the estimate made before running it and the tuner's own peak."""
     served = None
-    if isinstance(pool, EnginePool):
+    if pool.model_path(config) is not None:  # an ONNX session, whose memory a fresh process can measure
         pool.release()  # the child's peak is not the parent's to share
         served = measure_served(pool.bundle, has_vnni=has_vnni, traits=pool.traits, config=config,
                                 queries=workload.queries)
@@ -355,7 +351,7 @@ def _profile_name(opts: RunOptions, host: HostInfo) -> str:
 
 def _compose_out(opts: RunOptions, target: Target) -> Path | None:
     """The override is written for the sidecar, or for an in-process target that names its container path."""
-    if opts.compose_file is None or not (target.name == "tei" or opts.model_path_in_container):
+    if opts.compose_file is None or not (target.sidecar or opts.model_path_in_container):
         return None
     return opts.compose_file
 
@@ -365,6 +361,9 @@ def _check_outputs(opts: RunOptions, target: Target, name: str) -> None:
     intact, before anything is measured."""
     if opts.model_path_in_container is not None and not opts.model_path_in_container.startswith("/"):
         raise OptionsError(f"--model-path-in-container must be an absolute path, got {opts.model_path_in_container!r}")
+    check_value("--tei-url", opts.tei_url)  # both end up in .env values: one line each, checked now
+    if opts.model_path_in_container is not None:
+        check_value("--model-path-in-container", opts.model_path_in_container)
     profile = profile_path(opts.profile_dir, name)
     compose = _compose_out(opts, target)
     model_out = model_out_dir(opts, name) if target.emits_model else None
@@ -398,7 +397,7 @@ def _scores(pool: ScoringPool, config: EngineConfig, workload: Workload) -> list
     return replay(pool.engine(config), workload.queries, keep_scores=True).scores
 
 
-def _int8_sample(pool: EnginePool, config: EngineConfig, workload: Workload, reference: list[Any],
+def _int8_sample(pool: ScoringPool, config: EngineConfig, workload: Workload, reference: list[Any],
                  limit: int = 600) -> dict[str, list[float]]:
     """Reference fp32 scores beside int8 scores (the winner's other knobs) for the report's scatter."""
     int8 = _scores(pool, replace(config, precision="int8"), workload)
@@ -411,8 +410,8 @@ def _int8_sample(pool: EnginePool, config: EngineConfig, workload: Workload, ref
 def _stage_model(opts: RunOptions, target: Target, bundle: ModelBundle, pool: ScoringPool, winner: EngineConfig,
                  workload: Workload, name: str, max_tokens: int) -> tuple[StagedModel, TokenizerCheck]:
     """The directory Hindsight will load, checked token for token before it is put in place."""
-    torch_dir = getattr(pool, "checkpoint", None)
-    onnx_file = pool.model_path(winner) if isinstance(pool, EnginePool) else bundle.onnx_path
+    torch_dir = pool.checkpoint
+    onnx_file = pool.model_path(winner) or bundle.onnx_path
     input_names = inspect_graph(bundle.onnx_path)[0]
     staged = stage_model_dir(model_out_dir(opts, name), onnx_file=onnx_file, source_dir=bundle.directory,
                              input_names=input_names, max_tokens=max_tokens, owner=name, torch_dir=torch_dir)
@@ -480,7 +479,7 @@ def _commit_outputs(opts: RunOptions, target: Target, result: SearchResult, host
         if _compose_out(opts, target) is not None:
             compose_path = opts.compose_file
             files.add(compose_path, render_compose(profile_dir=opts.profile_dir, env_file=opts.env_file,
-                                                   target=target.name, model_dir=model_dir,
+                                                   sidecar=target.sidecar, model_dir=model_dir,
                                                    cpus=host.cores.usable, profile_file=path.name,
                                                    model_path_in_container=opts.model_path_in_container,
                                                    base=compose_path.parent))

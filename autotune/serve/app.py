@@ -34,7 +34,7 @@ from autotune.outputs.profile import load_profile, profile_config
 from autotune.runtime.engine import Cancelled, EngineConfig, EngineTraits, RerankEngine
 from autotune.runtime.model import ModelBundle, resolve_model
 from autotune.runtime.sessions import EnginePool
-from autotune.runtime.targets.tei_sidecar import TEI_MAX_BATCH_TOKENS
+from autotune.runtime.targets.sidecar_keys import TEI_MAX_BATCH_TOKENS, SidecarKeys
 from autotune.runtime.tokenize import PairTokenizer
 
 STATUS = {"Empty": 400, "Validation": 422, "Tokenizer": 422, "Backend": 424, "Overloaded": 429, "Unhealthy": 503,
@@ -86,32 +86,10 @@ def client_timeout(env: Mapping[str, str]) -> float:
 
 def settings_from_env(env: Mapping[str, str]) -> ServeSettings:
     """The AUTOTUNE_* keys of a `.env` (or the container environment it was loaded into)."""
-    def get(key: str, default: str | None = None) -> str:
-        value = env.get(key, default)
-        if value is None or value == "":
-            raise OptionsError(f"{key} is not set: pass --profile, or an --env-file written by `autotune run`")
-        return value
-
-    def integer(key: str, default: str | None = None) -> int:
-        try:
-            return int(get(key, default))
-        except ValueError:
-            raise OptionsError(f"{key} must be an integer, got {env.get(key)!r}") from None
-
-    return ServeSettings(
-        config=EngineConfig(batch_size=integer("AUTOTUNE_BATCH_SIZE"),
-                            intra_op_threads=integer("AUTOTUNE_INTRA_OP_THREADS"),
-                            length_sort=get("AUTOTUNE_LENGTH_SORT").lower() in ("true", "1"),
-                            precision=get("AUTOTUNE_PRECISION"), graph=get("AUTOTUNE_GRAPH", "plain"),
-                            spinning=get("AUTOTUNE_SPINNING", "true").lower() in ("true", "1"),
-                            workers=integer("AUTOTUNE_WORKERS", "1")),
-        model=get("AUTOTUNE_MODEL", "default"),
-        max_client_batch_size=integer("AUTOTUNE_MAX_CLIENT_BATCH_SIZE", "1024"),
-        max_queue=integer("AUTOTUNE_MAX_QUEUE", "16"),
-        max_batch_tokens=integer("AUTOTUNE_MAX_BATCH_TOKENS", str(TEI_MAX_BATCH_TOKENS)),
-        raw_scores_default=env.get("AUTOTUNE_RAW_SCORES", "false").lower() in ("true", "1"),
-        client_timeout_s=client_timeout(env),
-    )
+    keys = SidecarKeys.from_env(env)
+    return ServeSettings(config=keys.config, model=keys.model, max_client_batch_size=keys.max_client_batch_size,
+                         max_queue=keys.max_queue, max_batch_tokens=keys.max_batch_tokens,
+                         raw_scores_default=keys.raw_scores, client_timeout_s=client_timeout(env))
 
 
 class ApiError(Exception):

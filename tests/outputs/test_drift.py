@@ -21,7 +21,7 @@ def _profile(host: HostInfo, config: EngineConfig = INT8, model_dir=None) -> dic
     from autotune.runtime.model import load_model_dir
 
     sha = load_model_dir(model_dir).sha256 if model_dir else None
-    return {"schema": SCHEMA, "host": host.to_dict(), "config": config.to_dict(),
+    return {"schema": SCHEMA, "target": "tei", "host": host.to_dict(), "config": config.to_dict(),
             "model": {"ref": str(model_dir), "sha256": sha}}
 
 

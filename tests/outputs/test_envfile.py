@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autotune.errors import OutputError
+from autotune.errors import OptionsError, OutputError
 from autotune.outputs.envfile import BEGIN, END, managed_values, merge_env, parse_env, write_env
 
 KEYS = {"HINDSIGHT_API_RERANKER_PROVIDER": "tei", "AUTOTUNE_BATCH_SIZE": "4", "AUTOTUNE_MODEL": "/models/my model"}
@@ -37,7 +37,7 @@ def test_values_are_quoted_when_needed_and_never_empty():
     text = merge_env("", KEYS).text
     assert 'AUTOTUNE_MODEL="/models/my model"' in text
     assert parse_env(text)["AUTOTUNE_MODEL"] == "/models/my model"
-    with pytest.raises(ValueError, match="empty"):
+    with pytest.raises(OptionsError, match="empty"):  # a one-line exit 4, not an internal error
         merge_env("", {"AUTOTUNE_BATCH_SIZE": ""})
 
 

@@ -40,3 +40,18 @@ def test_names():
     assert check_name("my-host.v2") == "my-host.v2"
     with pytest.raises(OptionsError):
         check_name("../etc")
+
+
+def test_a_profile_names_a_known_target_or_shows_it_is_the_sidecars():
+    """No silent guess: only a pre-target profile whose keys are the sidecar's reads as `tei` (issue 34)."""
+    import pytest
+
+    from autotune.errors import OptionsError
+    from autotune.outputs.profile import profile_target
+
+    assert profile_target({"target": "local"}) == "local"
+    assert profile_target({"env": {"AUTOTUNE_BATCH_SIZE": "4"}}) == "tei"
+    with pytest.raises(OptionsError, match="names no target"):
+        profile_target({"env": {"HINDSIGHT_API_RERANKER_ONNX_BATCH_SIZE": "4"}})
+    with pytest.raises(OptionsError, match="unknown"):
+        profile_target({"target": "gpu"})

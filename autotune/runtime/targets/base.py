@@ -1,8 +1,9 @@
 """A target is what Hindsight will run: how it scores, what may be tuned, and the keys it reads.
 
-It is not a second tuner. The tuner, `bench` and `check` take any target; each target gives
-its engine traits (or its own scorer), its search space, Hindsight's defaults as the baseline,
-and the `.env` keys for a configuration.
+It is not a second tuner. The tuner, `bench`, `check`, `apply`, `compose` and `helm` take any target
+and ask it, never its name: its engine traits (or its own pool), its search space, Hindsight's
+defaults, the `.env` keys for a configuration, whether it emits a model directory, whether Hindsight
+reaches it over HTTP (a sidecar), and whether it has a truncation key.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from autotune.runtime.engine import GRAPHS, EngineConfig, EngineTraits, ScoringPool
+from autotune.runtime.engine import BASELINE, GRAPHS, EngineConfig, EngineTraits, ScoringPool
 from autotune.runtime.model import ModelBundle
 from autotune.search.space import SearchSpace
 
@@ -76,6 +77,12 @@ class Target(ABC):
     emits_model: ClassVar[bool] = False  # writes a model directory that Hindsight loads as it is
     # loads only a stock cross-encoder checkpoint: the embedded default is then its stand-in-head form
     stock_default: ClassVar[bool] = False
+    # Hindsight calls it over HTTP: it is timed under concurrent recalls, sizes Hindsight's TEI client keys,
+    # and ships as a compose service (and a Helm block) of its own
+    sidecar: ClassVar[bool] = False
+    has_max_tokens: ClassVar[bool] = False  # reads a pair truncation key (`--max-tokens`)
+    defaults_label: ClassVar[str]  # Hindsight's defaults for it, in words
+    env_names: ClassVar[tuple[str, ...]]  # every key `env_keys` may write: a profile may carry no other
     config_keys: ClassVar[tuple[str, ...]]  # the keys a drift check compares with the profile
 
     @abstractmethod
@@ -105,3 +112,7 @@ class Target(ABC):
     def baseline(self, space: SearchSpace) -> EngineConfig:
         """Hindsight's defaults for this target, as they behave on this workload."""
         return space.baseline()
+
+    def defaults(self) -> EngineConfig:
+        """Hindsight's defaults for this target, whatever the workload (what `bench` races)."""
+        return BASELINE

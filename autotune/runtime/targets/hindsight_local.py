@@ -9,13 +9,14 @@ else on the ONNX path.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 
-from autotune.runtime.engine import EngineConfig, EngineTraits, ScoreResult, logit, sigmoid
+from autotune.runtime.engine import EngineConfig, EngineTraits, Pairs, ScoreResult, logit, sigmoid
 from autotune.runtime.model import ModelBundle
 from autotune.runtime.targets.base import (
     PREFIX,
@@ -75,10 +76,11 @@ def _calibrated(out: np.ndarray, model: object) -> tuple[np.ndarray, np.ndarray]
 class LocalPool:
     """Loads the PyTorch checkpoint once; each configuration is a cheap scorer over it."""
 
-    def __init__(self, checkpoint: Path, *, usable_cores: int) -> None:
+    def __init__(self, checkpoint: Path, *, bundle: ModelBundle, traits: EngineTraits, usable_cores: int) -> None:
         from autotune.runtime.torch_reference import load_cross_encoder
 
-        self.checkpoint = checkpoint
+        self.bundle, self.traits = bundle, traits
+        self.checkpoint: Path | None = checkpoint
         self.model = load_cross_encoder(checkpoint)
         self.zero_threads = hindsight_native_threads(usable_cores)
 
@@ -89,6 +91,20 @@ class LocalPool:
 
     def release(self) -> None:
         """The checkpoint is the one model; there are no per-configuration sessions to drop."""
+
+    def model_path(self, config: EngineConfig) -> Path | None:
+        """None: PyTorch runs the checkpoint, not an ONNX graph."""
+        return None
+
+    def pair_lengths(self, queries: Sequence[Pairs]) -> list[list[int]] | None:
+        return None  # no ONNX session's memory to estimate
+
+    def serving(self, config: EngineConfig) -> list[LocalScorer]:
+        if config.workers != 1:
+            from autotune.errors import OptionsError
+
+            raise OptionsError(f"--target local serves one request at a time, not {config.workers}")
+        return [self.engine(config)]
 
     def engine(self, config: EngineConfig) -> LocalScorer:
         return LocalScorer(self.model, batch_size=config.batch_size, bucket_batching=config.length_sort,
@@ -101,8 +117,12 @@ class LocalTarget(Target):
     summary = "Hindsight's default provider (sentence-transformers on PyTorch), tuned in place"
     emits_model = True
     stock_default = True  # sentence-transformers' CrossEncoder cannot run the bi-encoder graph
+    defaults_label = "sentence-transformers CrossEncoder.predict(batch_size=32) on PyTorch, no bucket sort"
     config_keys: ClassVar[tuple[str, ...]] = (f"{PREFIX}LOCAL_BATCH_SIZE", f"{PREFIX}LOCAL_BUCKET_BATCHING",
                                               "OMP_NUM_THREADS")
+    env_names: ClassVar[tuple[str, ...]] = (
+        *(f"{PREFIX}{k}" for k in ("PROVIDER", "LOCAL_MODEL", "LOCAL_BATCH_SIZE", "LOCAL_BUCKET_BATCHING",
+                                   "LOCAL_MAX_CONCURRENT")), "OMP_NUM_THREADS")
 
     def traits(self, usable_cores: int, max_length: int, max_tokens: int | None = None) -> EngineTraits:
         """The fp32 reference and parity run through ONNX Runtime with the same truncation."""
@@ -123,7 +143,8 @@ class LocalTarget(Target):
 
         no_max_tokens(self.name, max_tokens)
 
-        return LocalPool(checkpoint_for(bundle), usable_cores=usable_cores)
+        return LocalPool(checkpoint_for(bundle), bundle=bundle,
+                         traits=self.traits(usable_cores, bundle.max_length), usable_cores=usable_cores)
 
     def env_keys(self, config: EngineConfig, ctx: EnvContext) -> dict[str, str]:
         keys = {f"{PREFIX}PROVIDER": self.provider}

@@ -8,9 +8,10 @@ into batches of `ONNX_BATCH_SIZE`, pads each to its longest pair with truncation
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import ClassVar
 
-from autotune.runtime.engine import EngineConfig, EngineTraits
+from autotune.runtime.engine import BASELINE, EngineConfig, EngineTraits
 from autotune.runtime.targets.base import (
     PREFIX,
     EnvContext,
@@ -36,8 +37,13 @@ class OnnxTarget(Target):
     summary = "Hindsight ≥ 1.1 runs the tuned ONNX model in-process: no extra service"
     min_hindsight = (1, 1)
     emits_model = True
+    has_max_tokens = True
+    defaults_label = "Hindsight's onnx provider at its defaults: batch 32, threads = its cap, arena off"
     config_keys: ClassVar[tuple[str, ...]] = tuple(
         f"{PREFIX}ONNX_{k}" for k in ("BATCH_SIZE", "THREADS", "CPU_MEM_ARENA", "MAX_TOKENS"))
+    env_names: ClassVar[tuple[str, ...]] = (f"{PREFIX}PROVIDER", *(f"{PREFIX}ONNX_{k}" for k in (
+        "MODEL_PATH", "TOKENIZER_NAME_OR_PATH", "BATCH_SIZE", "THREADS", "MAX_CONCURRENT", "MAX_TOKENS",
+        "CPU_MEM_ARENA")))
 
     def traits(self, usable_cores: int, max_length: int, max_tokens: int | None = None) -> EngineTraits:
         """`max_tokens` (the user's `--max-tokens`, up to the model's positions) replaces Hindsight's 512."""
@@ -54,6 +60,10 @@ class OnnxTarget(Target):
         """Hindsight always sorts and never spins; the arena is its `ONNX_CPU_MEM_ARENA` (off by default)."""
         return super().space(limits).narrowed(length_sort=(True,), mem_arena=(False, True), spinning=(False,),
                                               default_sort=True, default_arena=False, default_spinning=False)
+
+    def defaults(self) -> EngineConfig:
+        """Batch 32 and its native thread count, always sorted, the arena off."""
+        return replace(BASELINE, length_sort=True, mem_arena=False, spinning=False)
 
     def env_keys(self, config: EngineConfig, ctx: EnvContext) -> dict[str, str]:
         if ctx.model_dir is None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import ClassVar
 
 from autotune.runtime.engine import EngineConfig, EngineTraits
-from autotune.runtime.targets.base import PREFIX, EnvContext, SpaceLimits, Target, flag, no_max_tokens
+from autotune.runtime.targets.base import PREFIX, EnvContext, SpaceLimits, Target, no_max_tokens
+from autotune.runtime.targets.sidecar_keys import MIN_CLIENT_BATCH, TEI_MAX_BATCH_TOKENS, WRITTEN_KEYS, SidecarKeys
 from autotune.search.space import SearchSpace
 
-TEI_MAX_BATCH_TOKENS = 16384  # TEI's own default for --max-batch-tokens
 TEI_CONFIG_KEYS = ("AUTOTUNE_BATCH_SIZE", "AUTOTUNE_INTRA_OP_THREADS", "AUTOTUNE_LENGTH_SORT",
                    "AUTOTUNE_PRECISION", "AUTOTUNE_GRAPH", "AUTOTUNE_SPINNING", "AUTOTUNE_WORKERS", "AUTOTUNE_MODEL")
 
@@ -18,6 +18,11 @@ class TeiTarget(Target):
     provider = "tei"
     summary = "autotune serve as a TEI-compatible sidecar (older Hindsight, shared rerankers)"
     config_keys: ClassVar[tuple[str, ...]] = TEI_CONFIG_KEYS
+    env_names: ClassVar[tuple[str, ...]] = (
+        *(f"{PREFIX}{k}" for k in ("PROVIDER", "TEI_URL", "TEI_BATCH_SIZE", "TEI_MAX_CONCURRENT", "TEI_HTTP_TIMEOUT")),
+        *WRITTEN_KEYS)
+    sidecar = True
+    defaults_label = "onnxruntime, batch 32, no sort, fp32, default threads"
 
     def traits(self, usable_cores: int, max_length: int, max_tokens: int | None = None) -> EngineTraits:
         """The sidecar cuts batches by TEI's token budget as well as by count, as `serve` does."""
@@ -36,14 +41,6 @@ class TeiTarget(Target):
             f"{PREFIX}TEI_URL": ctx.tei_url,
             f"{PREFIX}TEI_BATCH_SIZE": str(ctx.tei_batch_size),
             **ctx.client_keys,
-            "AUTOTUNE_BATCH_SIZE": str(config.batch_size),
-            "AUTOTUNE_INTRA_OP_THREADS": str(config.intra_op_threads),
-            "AUTOTUNE_LENGTH_SORT": flag(config.length_sort),
-            "AUTOTUNE_PRECISION": config.precision,
-            "AUTOTUNE_GRAPH": config.graph,
-            "AUTOTUNE_SPINNING": flag(config.spinning),
-            "AUTOTUNE_WORKERS": str(config.workers),
-            "AUTOTUNE_MODEL": ctx.model_ref,
-            "AUTOTUNE_MAX_CLIENT_BATCH_SIZE": str(max(1024, ctx.tei_batch_size)),
-            "AUTOTUNE_MAX_BATCH_TOKENS": str(TEI_MAX_BATCH_TOKENS),
+            **SidecarKeys(config, model=ctx.model_ref,
+                          max_client_batch_size=max(MIN_CLIENT_BATCH, ctx.tei_batch_size)).to_env(),
         }

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from autotune.outputs.envfile import managed_values
+from autotune.runtime.engine import EngineTraits
 from autotune.runtime.targets import get_target, hindsight_native_threads
 from autotune.search.space import SearchSettings
 from autotune.search.tuner import RunOptions, tune
@@ -131,7 +132,8 @@ def test_local_env_builds_hindsights_local_provider_and_it_scores_like_autotune(
     theirs = hindsight_scores(env, workload, monkeypatch)
     from autotune.runtime.targets.hindsight_local import LocalPool
 
-    engine = LocalPool(tmp_path / "emitted", usable_cores=outcome.host.cores.usable).engine(
+    engine = LocalPool(tmp_path / "emitted", bundle=outcome.bundle, traits=EngineTraits(),
+                       usable_cores=outcome.host.cores.usable).engine(
         outcome.result.winner.config)
     ours = [engine.score(q.query, q.documents).scores for q in outcome.workload.queries]
     assert_same_scores(ours, theirs, atol=1e-5)

@@ -1,0 +1,85 @@
+"""The `AUTOTUNE_*` keys `autotune serve` reads: written by the `tei` target, read by `serve`, here both ways.
+
+One module owns them, so a key added on one side cannot be missed on the other; a test round-trips
+every field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from autotune.errors import OptionsError
+from autotune.runtime.engine import EngineConfig
+from autotune.runtime.targets.base import flag
+
+TEI_MAX_BATCH_TOKENS = 16384  # TEI's own default for --max-batch-tokens
+DEFAULT_MAX_QUEUE = 16
+MIN_CLIENT_BATCH = 1024
+
+
+def _is_true(value: str) -> bool:
+    return value.lower() in ("true", "1")
+
+
+@dataclass(frozen=True)
+class SidecarKeys:
+    """What the sidecar serves with, as its keys say."""
+
+    config: EngineConfig
+    model: str = "default"
+    max_client_batch_size: int = MIN_CLIENT_BATCH
+    max_batch_tokens: int = TEI_MAX_BATCH_TOKENS
+    max_queue: int = DEFAULT_MAX_QUEUE
+    raw_scores: bool = False
+
+    def to_env(self) -> dict[str, str]:
+        c = self.config
+        return {
+            "AUTOTUNE_BATCH_SIZE": str(c.batch_size),
+            "AUTOTUNE_INTRA_OP_THREADS": str(c.intra_op_threads),
+            "AUTOTUNE_LENGTH_SORT": flag(c.length_sort),
+            "AUTOTUNE_PRECISION": c.precision,
+            "AUTOTUNE_GRAPH": c.graph,
+            "AUTOTUNE_SPINNING": flag(c.spinning),
+            "AUTOTUNE_WORKERS": str(c.workers),
+            "AUTOTUNE_MODEL": self.model,
+            "AUTOTUNE_MAX_CLIENT_BATCH_SIZE": str(self.max_client_batch_size),
+            "AUTOTUNE_MAX_BATCH_TOKENS": str(self.max_batch_tokens),
+        }
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> SidecarKeys:
+        """The keys of a `.env` (or of the container environment it was loaded into); a missing or malformed
+        required key is a one-line OptionsError."""
+        def get(key: str, default: str | None = None) -> str:
+            value = env.get(key, default)
+            if value is None or value == "":
+                raise OptionsError(f"{key} is not set: pass --profile, or an --env-file written by `autotune run`")
+            return value
+
+        def integer(key: str, default: str | None = None) -> int:
+            try:
+                return int(get(key, default))
+            except ValueError:
+                raise OptionsError(f"{key} must be an integer, got {env.get(key)!r}") from None
+
+        config = EngineConfig(batch_size=integer("AUTOTUNE_BATCH_SIZE"),
+                              intra_op_threads=integer("AUTOTUNE_INTRA_OP_THREADS"),
+                              length_sort=_is_true(get("AUTOTUNE_LENGTH_SORT")),
+                              precision=get("AUTOTUNE_PRECISION"), graph=get("AUTOTUNE_GRAPH", "plain"),
+                              spinning=_is_true(get("AUTOTUNE_SPINNING", "true")),
+                              workers=integer("AUTOTUNE_WORKERS", "1"))
+        return cls(config=config, model=get("AUTOTUNE_MODEL", "default"),
+                   max_client_batch_size=integer("AUTOTUNE_MAX_CLIENT_BATCH_SIZE", str(MIN_CLIENT_BATCH)),
+                   max_batch_tokens=integer("AUTOTUNE_MAX_BATCH_TOKENS", str(TEI_MAX_BATCH_TOKENS)),
+                   max_queue=integer("AUTOTUNE_MAX_QUEUE", str(DEFAULT_MAX_QUEUE)),
+                   raw_scores=_is_true(env.get("AUTOTUNE_RAW_SCORES", "false")))
+
+
+WRITTEN_KEYS = tuple(SidecarKeys(EngineConfig(1, 0, False, "fp32")).to_env())  # what `to_env` writes
+# every key the sidecar reads
+READ_KEYS = ("AUTOTUNE_BATCH_SIZE", "AUTOTUNE_INTRA_OP_THREADS", "AUTOTUNE_LENGTH_SORT", "AUTOTUNE_PRECISION",
+             "AUTOTUNE_GRAPH", "AUTOTUNE_SPINNING", "AUTOTUNE_WORKERS", "AUTOTUNE_MODEL",
+             "AUTOTUNE_MAX_CLIENT_BATCH_SIZE", "AUTOTUNE_MAX_BATCH_TOKENS", "AUTOTUNE_MAX_QUEUE",
+             "AUTOTUNE_RAW_SCORES")

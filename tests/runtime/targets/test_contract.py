@@ -1,0 +1,105 @@
+"""One contract, every target (as optuna runs one suite over every storage): what the tuner, `bench`, `apply`,
+`compose` and `helm` ask of a target and of its pool, and nothing they may ask of one kind only."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autotune.outputs.envfile import check_entry
+from autotune.runtime.engine import BASELINE, EngineConfig
+from autotune.runtime.targets import TARGET_NAMES, EnvContext, SpaceLimits, get_target
+
+ROOT = Path(__file__).resolve().parents[3]
+CTX = EnvContext(model_ref="default", model_dir="/models/r", tei_url="http://reranker:8080", tei_batch_size=300,
+                 max_tokens=512, usable_cores=2,
+                 client_keys={"HINDSIGHT_API_RERANKER_TEI_MAX_CONCURRENT": "2",
+                              "HINDSIGHT_API_RERANKER_TEI_HTTP_TIMEOUT": "45"})
+
+
+@pytest.fixture(params=TARGET_NAMES)
+def target(request):
+    return get_target(request.param)
+
+
+def test_the_keys_written_are_the_keys_declared_and_each_is_one_safe_line(target):
+    space = target.space(SpaceLimits(usable_cores=2, max_candidates=20))
+    for config in (space.baseline(), target.defaults(), replace(space.baseline(), batch_size=3)):
+        keys = target.env_keys(config, CTX)
+        assert set(keys) <= set(target.env_names), set(keys) - set(target.env_names)
+        assert keys["HINDSIGHT_API_RERANKER_PROVIDER"] == target.provider
+        for key, value in keys.items():
+            check_entry(key, value)
+
+
+def test_every_attribute_the_callers_read_is_set(target):
+    assert target.defaults_label and target.summary and target.env_names
+    assert isinstance(target.sidecar, bool) and isinstance(target.emits_model, bool)
+    assert isinstance(target.has_max_tokens, bool) and isinstance(target.stock_default, bool)
+    assert set(target.config_keys) <= set(target.env_names) | {k for k in target.config_keys if "AUTOTUNE" in k}
+    if not target.has_max_tokens:
+        from autotune.errors import OptionsError
+
+        with pytest.raises(OptionsError, match="--max-tokens"):
+            target.traits(2, 512, 128)
+
+
+@pytest.fixture()
+def pool_of(tiny_model_dir):
+    """The pool a target scores with: the tiny model for ONNX pools, the default's stand-in form for PyTorch."""
+    def make(target):
+        from autotune.runtime.model import build_default_model, load_model_dir
+
+        if target.stock_default:
+            pytest.importorskip("torch", reason="the local target's pool needs the torch extra")
+            bundle = build_default_model(stock=True)
+        else:
+            bundle = load_model_dir(tiny_model_dir)
+        return target.pool(bundle, has_vnni=False, usable_cores=2)
+    return make
+
+
+def test_the_pool_answers_every_question_the_callers_ask(target, pool_of):
+    from autotune.workload.queries import Query
+
+    pool = pool_of(target)
+    config = target.defaults()
+    queries = [Query(id="q", query="capital of France?", documents=["Paris is in France.", "Bananas."])]
+    path = pool.model_path(config)
+    assert path is None or Path(path).is_file()
+    lengths = pool.pair_lengths(queries)
+    assert lengths is None or (len(lengths) == 1 and len(lengths[0]) == 2 and all(n > 0 for n in lengths[0]))
+    assert path is None or lengths is not None  # an ONNX pool can be estimated
+    assert pool.checkpoint is None or Path(pool.checkpoint).is_dir()
+    assert pool.bundle is not None and pool.traits is not None
+    assert len(pool.serving(replace(config, workers=1))) == 1
+    assert pool.effective(pool.effective(config)) == pool.effective(config)
+    scores = pool.engine(config).score(queries[0].query, queries[0].documents).scores
+    assert scores.shape == (2,) and np.all(np.isfinite(scores))
+    pool.release()
+
+
+def test_no_caller_asks_which_target_or_which_pool_it_has():
+    """The seam (issue 34): outside the targets package nothing branches on a target's name or a pool's class."""
+    pattern = re.compile(r'(==|!=)\s*"(tei|onnx|local)"|isinstance\(pool|getattr\(pool|target\.name\s*(==|!=)')
+    offenders = []
+    for path in (ROOT / "autotune").rglob("*.py"):
+        if "runtime/targets" in path.as_posix():
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if pattern.search(line):
+                offenders.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_sidecar_keys_round_trip():
+    from autotune.runtime.targets.sidecar_keys import SidecarKeys
+
+    keys = SidecarKeys(EngineConfig(6, 1, True, "int8", mem_arena=True, graph="fused", spinning=False, workers=2),
+                       model="/m", max_client_batch_size=2048, max_batch_tokens=9000)
+    assert SidecarKeys.from_env(keys.to_env()) == keys
+    assert SidecarKeys.from_env(get_target("tei").env_keys(BASELINE, CTX)).config == BASELINE
