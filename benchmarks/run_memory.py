@@ -22,6 +22,8 @@ from _common import WORKLOADS
 from search_efficiency import write_jsonl
 
 from autotune.host import default_probe
+from autotune.pipeline.options import RunOptions
+from autotune.pipeline.tune import tune
 from autotune.runtime.engine import EngineConfig
 from autotune.runtime.model import build_default_model
 from autotune.runtime.targets import get_target
@@ -30,7 +32,6 @@ from autotune.search.memory import ModelMemory
 from autotune.search.objective import batch_shapes
 from autotune.search.served_memory import measure_served
 from autotune.search.space import SearchSettings
-from autotune.search.tuner import RunOptions, tune
 
 
 def main() -> None:

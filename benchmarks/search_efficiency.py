@@ -47,6 +47,8 @@ import autotune
 from autotune.analysis.explain import explain
 from autotune.fileio import write_atomic
 from autotune.host import default_probe
+from autotune.pipeline.options import RunOptions
+from autotune.pipeline.tune import tune
 from autotune.runtime.engine import EngineConfig
 from autotune.runtime.model import build_default_model
 from autotune.runtime.targets import SpaceLimits, get_target
@@ -57,7 +59,6 @@ from autotune.search.parity import reference_scores
 from autotune.search.prechecks import prechecked
 from autotune.search.space import SearchSettings
 from autotune.search.study import best_feasible_config
-from autotune.search.tuner import RunOptions, tune
 from autotune.workload.queries import Workload
 
 

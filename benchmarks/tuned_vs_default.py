@@ -20,8 +20,9 @@ from _common import example_workload, heavy_workload
 from autotune.analysis.bench import run_bench
 from autotune.analysis.summary import format_bench
 from autotune.host import default_probe
+from autotune.pipeline.options import RunOptions
+from autotune.pipeline.tune import tune
 from autotune.search.space import SearchSettings
-from autotune.search.tuner import RunOptions, tune
 
 OWN_DEFAULT = {"onnx": "hindsight-onnx", "local": "hindsight-local", "tei": "hindsight-onnx"}
 

@@ -234,8 +234,8 @@ def cutover_flow(h: RealHindsight, work: Path, *, queries: list[str], budget: st
     """retain -> record -> self-check -> run -> cut over -> verify; then a deliberately bad cutover -> verify."""
     from autotune.outputs.envfile import managed_values
     from autotune.runtime.model import build_default_model
+    from autotune.search.selfcheck import check_recording
     from autotune.workload.queries import load_workload
-    from autotune.workload.selfcheck import check_recording
 
     work.mkdir(parents=True, exist_ok=True)
     qfile = work / "queries.txt"

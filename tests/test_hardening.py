@@ -132,7 +132,7 @@ def test_staged_outputs_commit_together_or_not_at_all(tmp_path):
 
 def test_nothing_passing_parity_writes_nothing_unless_asked(tmp_path, tiny_model_dir, workload_file, monkeypatch):
     """D5: with every finalist failing parity, the run says so and writes nothing."""
-    import autotune.search.tuner as tuner
+    import autotune.pipeline.phases as tuner
     from autotune.search.parity import ParityReport, Tolerance
 
     failing = ParityReport(1.0, 0.0, 0.0, 0, Tolerance(1e-4, 0.999, 1.0))
@@ -299,7 +299,7 @@ def test_a_second_run_is_refused_before_the_model_loads(tmp_path, tiny_model_dir
     from autotune.runlock import host_lock
 
     loaded = []
-    monkeypatch.setattr("autotune.search.tuner.resolve_model", lambda *a: loaded.append(1))
+    monkeypatch.setattr("autotune.pipeline.phases.resolve_model", lambda *a: loaded.append(1))
     with host_lock(state_dir()):
         status, _, _ = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
                                 "--env-file", str(tmp_path / ".env"), "--no-compose", *FAST])

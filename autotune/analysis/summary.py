@@ -46,7 +46,9 @@ def format_result(result: SearchResult) -> str:
         parity = "ok" if f.parity is None or f.parity.passed else "FAIL"
         rows.append([mark, f.config.label() + tag, f"{f.latency.p50_ms:.1f}", f"{f.latency.p95_ms:.1f}",
                      "n/a" if base is None else f"{base / f.latency.p95_ms:.2f}x", parity])
-    out = ["Finalists, re-measured interleaved in this run:",
+    under = ("" if result.concurrency == 1 else
+             f", each under {result.concurrency} concurrent recalls (p50/p95 include the queueing)")
+    out = [f"Finalists, re-measured interleaved in this run{under}:",
            table(["", "configuration", "p50 ms", "p95 ms", "vs baseline", "parity"], rows)]
     if result.rejected:
         out += ["", f"Rejected by the parity gate ({len(result.rejected)}):"]

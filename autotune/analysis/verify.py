@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from autotune.errors import OptionsError, UpstreamError
+from autotune.search.selfcheck import SelfCheck
 from autotune.search.stats import percentile, relative_spread
 from autotune.workload.queries import Workload, parse_line
 from autotune.workload.record import (
@@ -25,7 +26,6 @@ from autotune.workload.record import (
     rerank_phase_seconds,
     server_version,
 )
-from autotune.workload.selfcheck import SelfCheck
 
 Job = tuple[str, str]  # (query, budget)
 
@@ -124,7 +124,7 @@ def verify_cutover(url: str, bank: str, queries: Sequence[str], budgets: Sequenc
     if check_scores:
         lines = [parse_line(json.dumps(line_from_recall(last[job], budget=job[1], version=version),
                                        ensure_ascii=False), 0) for job in jobs]
-        from autotune.workload.selfcheck import check_recording
+        from autotune.search.selfcheck import check_recording
 
         result.self_check = check_recording(lines, model_dir)
     return result

@@ -65,8 +65,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if report.failures:
         print(f"{len(report.failures)} failed; rerun with --resume to retry them", file=out)
     if args.model is not None and (report.written or report.skipped_existing):
+        from autotune.search.selfcheck import check_recording
         from autotune.workload.queries import load_workload
-        from autotune.workload.selfcheck import check_recording
 
         check = check_recording(load_workload(args.out).queries, None if args.model == "default" else Path(args.model))
         if check is None:

@@ -54,8 +54,9 @@ def add_parser(sub: Any) -> None:
                         "default 512 or the model's limit); the parity reference uses the same length")
     p.add_argument("--max-threads", type=positive_int, help="cap intra-op threads (default: usable cores)")
     p.add_argument("--concurrency", type=positive_int, default=None,
-                   help="tei: time each candidate under this many concurrent recalls, queueing included "
-                        "(default: HINDSIGHT_API_RERANKER_TEI_MAX_CONCURRENT set in --env-file, else Hindsight's 8)")
+                   help="time each candidate under this many concurrent recalls, queueing included; for onnx "
+                        "it also searches ONNX_MAX_CONCURRENT (default: 1; for tei, "
+                        "HINDSIGHT_API_RERANKER_TEI_MAX_CONCURRENT set in --env-file, else Hindsight's 8)")
     p.add_argument("--storage", help="Optuna storage URL (default: a journal file in the state dir)")
     p.add_argument("--fresh", action="store_true", help="discard the stored study and start over")
     p.add_argument("--wait-quiet", type=finite_float, default=0.0, metavar="SECONDS",
@@ -88,9 +89,10 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from autotune.analysis.summary import format_result
     from autotune.commands.progress import TrialProgress
     from autotune.outputs.profile import DEFAULT_TEI_URL
+    from autotune.pipeline.options import RunOptions
+    from autotune.pipeline.tune import tune
     from autotune.runtime.targets import get_target
     from autotune.search.space import SearchSettings
-    from autotune.search.tuner import RunOptions, tune
 
     settings = SearchSettings(trials=args.trials, timeout_s=args.timeout, seed=args.seed, repeats=args.repeats,
                               final_rounds=args.final_rounds, refine_rounds=args.refine_rounds,

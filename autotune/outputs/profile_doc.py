@@ -9,9 +9,10 @@ from autotune.outputs.profile import SCHEMA, now_iso, versions
 if TYPE_CHECKING:
     from autotune.host import HostInfo
     from autotune.runtime.model import ModelBundle
+    from autotune.runtime.space import SearchSpace
     from autotune.runtime.targets import Target
     from autotune.search.finalists import SearchResult
-    from autotune.search.space import SearchSettings, SearchSpace
+    from autotune.search.space import SearchSettings
     from autotune.workload.queries import Workload
 
 
@@ -58,6 +59,7 @@ def build_profile(*, name: str, target: Target, result: SearchResult, host: Host
             "resumed_trials": result.resumed_trials,
             "elapsed_s": round(result.elapsed_s, 1),
             "measuring_s": {k: round(v, 1) for k, v in result.phases_s.items()},
+            "concurrency": result.concurrency,  # recalls at once every p95 here was measured under
             "dropped": [d.to_dict() for d in result.dropped],
             "refinement": None if result.refined is None else result.refined.to_dict(),
             "repeats": settings.repeats,

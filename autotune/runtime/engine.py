@@ -86,7 +86,9 @@ class EngineTraits:
     first (Hindsight's local bucket batching). `spinning`, when set, is fixed by the target
     whatever the configuration says (Hindsight's onnx provider always turns it off).
     `zero_threads` is what `intra_op_threads=0` becomes (0 keeps onnxruntime's own default).
-    `max_tokens` truncates pairs (None: the model's limit).
+    `max_tokens` truncates pairs (None: the model's limit). `shared_session`: a configuration's
+    workers all run on one session (Hindsight's onnx provider: a pool of `ONNX_MAX_CONCURRENT` threads
+    over one `InferenceSession`), rather than each on its own (the sidecar's).
     """
 
     sort_key: str = "tokens"
@@ -94,6 +96,7 @@ class EngineTraits:
     zero_threads: int = 0
     max_tokens: int | None = None
     max_batch_tokens: int | None = None  # TEI's budget: rows x longest per batch (None: count alone)
+    shared_session: bool = False
 
     def __post_init__(self) -> None:
         if self.sort_key not in SORT_KEYS:

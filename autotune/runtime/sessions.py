@@ -56,8 +56,12 @@ class EnginePool:
         return replace(config, intra_op_threads=self.traits.threads(config), spinning=self.traits.spins(config))
 
     def serving(self, config: EngineConfig) -> list[RerankEngine]:
-        """One engine per worker: the first on the pooled session, the others on sessions of their own
-        (freed with the engines), since one session's intra-op pool would serialize them."""
+        """One engine per worker. With `shared_session` all on the pooled session, as Hindsight runs them
+        (`InferenceSession.run` may be called from several threads at once); otherwise the first on the
+        pooled session and the others on sessions of their own (freed with the engines)."""
+        if self.traits.shared_session:
+            backend = self.backend(config)
+            return [self._engine(backend, config) for _ in range(config.workers)]
         engines = [self.engine(config)]
         for _ in range(config.workers - 1):
             engines.append(self._engine(self._new_backend(config), config))

@@ -12,9 +12,9 @@ import optuna
 from optuna.trial import TrialState
 
 from autotune.runtime.engine import EngineConfig, ScoringPool
+from autotune.runtime.space import SearchSpace
 from autotune.search.measure import Load, PassTimer, interleaved_passes
 from autotune.search.parity import ParityReport
-from autotune.search.space import SearchSpace
 from autotune.search.stats import (
     NOISY_SPREAD,
     Latency,
@@ -61,6 +61,7 @@ class SearchResult:
     candidate_cap: dict[str, Any] | None = None  # the .env's MAX_TOKENS_PER_CANDIDATE, applied to the replay
     phases_s: dict[str, float] = field(default_factory=dict)  # measuring time: search, refine, race
     load: dict[str, Any] | None = None  # the tei sidecar under concurrent recalls, and its client keys
+    concurrency: int = 1  # recalls at once every candidate was timed under (queueing in its latency)
 
     @property
     def measuring_s(self) -> float:

@@ -19,10 +19,11 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune.runtime.engine import EngineConfig, ScoringPool, plan_batches
+from autotune.runtime.space import SearchSpace
 from autotune.search.measure import Load
 from autotune.search.memory import ESTIMATE_MARGIN, ModelMemory, PeakRss, rss_mb
 from autotune.search.parity import compare
-from autotune.search.space import SearchSettings, SearchSpace
+from autotune.search.space import SearchSettings
 from autotune.search.stats import percentile
 from autotune.search.study import FINISHED, is_live
 from autotune.workload.queries import Workload
@@ -171,14 +172,18 @@ class Objective:
         return rss_mb() + ESTIMATE_MARGIN * estimate - self.memory_budget_mb  # type: ignore[operator]
 
     def estimate_mb(self, config: EngineConfig) -> float | None:
-        """A session per worker, each with this configuration's largest batch, from the workload's real pair
-        lengths (the workers may all hold their largest batch at once)."""
+        """Each worker with this configuration's largest batch, from the workload's real pair lengths (the
+        workers may all hold their largest batch at once): a session each, or, where the workers share one
+        session, its weights once and the activations once per worker."""
         if self.memory_model is None or self.lengths is None:
             return None
+        traits = self.pool.traits
         shapes = [shape for lengths in self.lengths
-                  for shape in batch_shapes(lengths, config.batch_size, config.length_sort,
-                                            getattr(getattr(self.pool, "traits", None), "max_batch_tokens", None))]
+                  for shape in batch_shapes(lengths, config.batch_size, config.length_sort, traits.max_batch_tokens)]
         rows, longest = max(shapes, key=lambda s: self.memory_model.batch_mb(*s))  # type: ignore[union-attr]
+        if traits.shared_session:
+            return (self.memory_model.session_mb(rows, longest)
+                    + (config.workers - 1) * self.memory_model.batch_mb(rows, longest))
         return config.workers * self.memory_model.session_mb(rows, longest)
 
     def _measured(self, trial: optuna.Trial, config: EngineConfig, wait_s: float = 1800.0) -> FrozenTrial | None:

@@ -16,9 +16,9 @@ import numpy as np
 
 from autotune.errors import ModelError, OptionsError
 from autotune.runtime.engine import REFERENCE, ScoringPool
+from autotune.runtime.space import SearchSpace
 from autotune.search.measure import replay
 from autotune.search.parity import Tolerance, compare
-from autotune.search.space import SearchSpace
 from autotune.workload.queries import Workload
 
 

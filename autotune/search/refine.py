@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 
 from autotune.runtime.engine import EngineConfig, ScoringPool
+from autotune.runtime.space import SearchSpace
 from autotune.search.measure import Load, interleaved_passes, replay
 from autotune.search.parity import Tolerance, compare
-from autotune.search.space import SearchSpace
 from autotune.search.stats import NOISY_SPREAD, p95_ms, percentile, relative_spread
 from autotune.workload.queries import Workload
 

@@ -7,11 +7,12 @@ from autotune.errors import OptionsError
 from autotune.runtime.engine import EngineTraits
 from autotune.runtime.model import load_model_dir
 from autotune.runtime.sessions import EnginePool
+from autotune.runtime.space import SearchSpace
 from autotune.search.memory import ESTIMATE_MARGIN, ModelMemory, rss_mb
 from autotune.search.objective import Objective, rung_order, rung_sizes
 from autotune.search.parity import FP32_TOLERANCE, Tolerance, reference_scores
 from autotune.search.prechecks import prechecked
-from autotune.search.space import SearchSettings, SearchSpace
+from autotune.search.space import SearchSettings
 from autotune.search.study import halving_pruner, trial_records
 from autotune.workload.queries import load_workload
 from tests.conftest import write_workload

@@ -6,9 +6,9 @@ from dataclasses import replace
 import numpy as np
 
 from autotune.runtime.engine import EngineConfig, ScoreResult
+from autotune.runtime.space import SearchSpace
 from autotune.search.parity import FP32_TOLERANCE
 from autotune.search.refine import Refiner, neighbours_summary
-from autotune.search.space import SearchSpace
 from autotune.workload.queries import Query, Workload
 
 WORKLOAD = Workload([Query(f"q{i}", ["a", "b"]) for i in range(3)], "0" * 64)

@@ -5,9 +5,10 @@ import pytest
 
 from autotune.errors import OptionsError
 from autotune.runtime.engine import EngineConfig
+from autotune.runtime.space import SearchSpace
 from autotune.search.finalists import Finalist, choose
 from autotune.search.objective import rung_sizes
-from autotune.search.space import SearchSettings, SearchSpace
+from autotune.search.space import SearchSettings
 from autotune.search.stats import Latency
 from autotune.search.study import best_feasible_value, halving_pruner
 

@@ -16,7 +16,7 @@ from typing import ClassVar
 
 from autotune.runtime.engine import BASELINE, GRAPHS, EngineConfig, EngineTraits, ScoringPool
 from autotune.runtime.model import ModelBundle
-from autotune.search.space import SearchSpace
+from autotune.runtime.space import SearchSpace
 
 HINDSIGHT_THREAD_CAP = 16
 PREFIX = "HINDSIGHT_API_RERANKER_"
@@ -65,6 +65,7 @@ class SpaceLimits:
     batch_sizes: Sequence[int] | None = None
     precisions: Sequence[str] | None = None
     max_threads: int | None = None
+    concurrency: int = 1  # recalls at once the candidates are timed under
 
 
 class Target(ABC):
@@ -80,6 +81,9 @@ class Target(ABC):
     # Hindsight calls it over HTTP: it is timed under concurrent recalls, sizes Hindsight's TEI client keys,
     # and ships as a compose service (and a Helm block) of its own
     sidecar: ClassVar[bool] = False
+    # Hindsight may run several reranks on it at once: it is timed under `--concurrency` recalls, and its
+    # concurrency key is searched then (a sidecar is always timed so, at Hindsight's client concurrency)
+    concurrent: ClassVar[bool] = False
     has_max_tokens: ClassVar[bool] = False  # reads a pair truncation key (`--max-tokens`)
     defaults_label: ClassVar[str]  # Hindsight's defaults for it, in words
     env_names: ClassVar[tuple[str, ...]]  # every key `env_keys` may write: a profile may carry no other

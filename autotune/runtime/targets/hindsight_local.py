@@ -18,6 +18,7 @@ import numpy as np
 
 from autotune.runtime.engine import EngineConfig, EngineTraits, Pairs, ScoreResult, logit, sigmoid
 from autotune.runtime.model import ModelBundle
+from autotune.runtime.space import SearchSpace
 from autotune.runtime.targets.base import (
     PREFIX,
     EnvContext,
@@ -27,7 +28,6 @@ from autotune.runtime.targets.base import (
     hindsight_native_threads,
     no_max_tokens,
 )
-from autotune.search.space import SearchSpace
 
 MAX_CONCURRENT = 1  # threads were tuned for one pass at a time; more passes share the same cores
 

@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import ClassVar
 
 from autotune.runtime.engine import BASELINE, EngineConfig, EngineTraits
+from autotune.runtime.space import SearchSpace
 from autotune.runtime.targets.base import (
     PREFIX,
     EnvContext,
@@ -20,10 +21,8 @@ from autotune.runtime.targets.base import (
     flag,
     hindsight_native_threads,
 )
-from autotune.search.space import SearchSpace
 
 HINDSIGHT_MAX_TOKENS = 512
-MAX_CONCURRENT = 1  # threads were tuned for one pass at a time
 
 
 def onnx_max_tokens(model_max_length: int) -> int:
@@ -38,6 +37,7 @@ class OnnxTarget(Target):
     min_hindsight = (1, 1)
     emits_model = True
     has_max_tokens = True
+    concurrent = True
     defaults_label = "Hindsight's onnx provider at its defaults: batch 32, threads = its cap, arena off"
     config_keys: ClassVar[tuple[str, ...]] = tuple(
         f"{PREFIX}ONNX_{k}" for k in ("BATCH_SIZE", "THREADS", "CPU_MEM_ARENA", "MAX_TOKENS"))
@@ -54,12 +54,18 @@ class OnnxTarget(Target):
                                f"got {max_tokens}")
         return EngineTraits(sort_key="chars_desc", spinning=False,
                             zero_threads=hindsight_native_threads(usable_cores),
-                            max_tokens=max_tokens or onnx_max_tokens(max_length))
+                            max_tokens=max_tokens or onnx_max_tokens(max_length), shared_session=True)
 
     def space(self, limits: SpaceLimits) -> SearchSpace:
-        """Hindsight always sorts and never spins; the arena is its `ONNX_CPU_MEM_ARENA` (off by default)."""
+        """Hindsight always sorts and never spins; the arena is its `ONNX_CPU_MEM_ARENA` (off by default).
+
+        Under concurrent recalls, `ONNX_MAX_CONCURRENT` (the workers over its one session) is a knob too,
+        up to the recalls at once and the cores: workers x threads stay within the cores (the space's core
+        budget), so no pick oversubscribes them. One recall at a time, more workers could only wait."""
+        workers = tuple(range(1, min(limits.concurrency, limits.usable_cores) + 1))
         return super().space(limits).narrowed(length_sort=(True,), mem_arena=(False, True), spinning=(False,),
-                                              default_sort=True, default_arena=False, default_spinning=False)
+                                              workers=workers, default_sort=True, default_arena=False,
+                                              default_spinning=False)
 
     def defaults(self) -> EngineConfig:
         """Batch 32 and its native thread count, always sorted, the arena off."""
@@ -75,7 +81,7 @@ class OnnxTarget(Target):
             f"{PREFIX}ONNX_TOKENIZER_NAME_OR_PATH": directory,
             f"{PREFIX}ONNX_BATCH_SIZE": str(config.batch_size),
             f"{PREFIX}ONNX_THREADS": str(config.intra_op_threads),
-            f"{PREFIX}ONNX_MAX_CONCURRENT": str(MAX_CONCURRENT),
+            f"{PREFIX}ONNX_MAX_CONCURRENT": str(config.workers),
             f"{PREFIX}ONNX_MAX_TOKENS": str(ctx.max_tokens),
             f"{PREFIX}ONNX_CPU_MEM_ARENA": flag(config.mem_arena),
         }

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import ClassVar
 
 from autotune.runtime.engine import EngineConfig, EngineTraits
+from autotune.runtime.space import SearchSpace
 from autotune.runtime.targets.base import PREFIX, EnvContext, SpaceLimits, Target, no_max_tokens
 from autotune.runtime.targets.sidecar_keys import MIN_CLIENT_BATCH, TEI_MAX_BATCH_TOKENS, WRITTEN_KEYS, SidecarKeys
-from autotune.search.space import SearchSpace
 
 TEI_CONFIG_KEYS = ("AUTOTUNE_BATCH_SIZE", "AUTOTUNE_INTRA_OP_THREADS", "AUTOTUNE_LENGTH_SORT",
                    "AUTOTUNE_PRECISION", "AUTOTUNE_GRAPH", "AUTOTUNE_SPINNING", "AUTOTUNE_WORKERS", "AUTOTUNE_MODEL")
@@ -22,6 +22,7 @@ class TeiTarget(Target):
         *(f"{PREFIX}{k}" for k in ("PROVIDER", "TEI_URL", "TEI_BATCH_SIZE", "TEI_MAX_CONCURRENT", "TEI_HTTP_TIMEOUT")),
         *WRITTEN_KEYS)
     sidecar = True
+    concurrent = True
     defaults_label = "onnxruntime, batch 32, no sort, fp32, default threads"
 
     def traits(self, usable_cores: int, max_length: int, max_tokens: int | None = None) -> EngineTraits:

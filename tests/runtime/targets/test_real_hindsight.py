@@ -15,10 +15,11 @@ import numpy as np
 import pytest
 
 from autotune.outputs.envfile import managed_values
+from autotune.pipeline.options import RunOptions
+from autotune.pipeline.tune import tune
 from autotune.runtime.engine import EngineTraits
 from autotune.runtime.targets import get_target, hindsight_native_threads
 from autotune.search.space import SearchSettings
-from autotune.search.tuner import RunOptions, tune
 from autotune.workload.queries import load_workload
 from tests.conftest import TINY_CONFIG, tiny_weights, write_model_dir, write_workload
 

@@ -33,8 +33,9 @@ class ToyTarget(Target):
 
 def test_a_toy_target_is_tuned_and_written_through_the_registry_alone(tmp_path, tiny_model_dir, workload_file,
                                                                        monkeypatch):
+    from autotune.pipeline.options import RunOptions
+    from autotune.pipeline.tune import tune
     from autotune.search.space import SearchSettings
-    from autotune.search.tuner import RunOptions, tune
 
     monkeypatch.setitem(targets._REGISTRY, "toy", (__name__, "ToyTarget"))
     outcome = tune(RunOptions(workload=workload_file, model=tiny_model_dir, env_file=tmp_path / ".env",

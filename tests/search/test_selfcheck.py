@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from autotune.search.selfcheck import self_check
 from autotune.workload.queries import Query
-from autotune.workload.selfcheck import self_check
 
 LOGITS = np.array([2.0, -1.0, 0.5, -3.0, 1.2])
 

@@ -5,8 +5,8 @@ from dataclasses import replace
 import pytest
 
 from autotune.runtime.engine import EngineConfig
+from autotune.runtime.space import SearchSpace
 from autotune.runtime.targets import SpaceLimits, get_target
-from autotune.search.space import SearchSpace
 
 SPACE = SearchSpace(batch_sizes=(1, 2, 4, 8), threads=(0, 1, 2), mem_arena=(False, True), graphs=("plain", "fused"))
 
