@@ -16,6 +16,14 @@ from autotune.errors import AutotuneError, ExitStatus, OptionsError
 
 
 class _Parser(argparse.ArgumentParser):
+    """Every parser, the subcommands' too: no abbreviated flags (`--profile` must never be read as
+    `--profile-dir`), and each flag's default shown in its help."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
     def error(self, message: str) -> NoReturn:
         raise OptionsError(f"{message} (see `{self.prog} --help`)")
 
@@ -25,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _Parser(prog="autotune", description="Tune a cross-encoder reranker for this CPU host and hand "
                                              "the result to Hindsight.")
+    from autotune import __version__
+
+    p.add_argument("--version", action="version", version=f"autotune {__version__}")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for command in COMMANDS.values():

@@ -17,7 +17,7 @@ from typing import Any
 from autotune.errors import OptionsError
 from autotune.host import HostInfo
 from autotune.outputs.profile import profile_config, profile_max_tokens, profile_target, write_profile
-from autotune.runtime.engine import BASELINE, EngineConfig, ScoringPool
+from autotune.runtime.engine import EngineConfig, ScoringPool
 from autotune.runtime.model import resolve_model
 from autotune.runtime.targets import SpaceLimits, get_target
 from autotune.search.measure import interleaved
@@ -137,8 +137,9 @@ def explain_profile(profile: dict[str, Any], workload: Workload, host: HostInfo,
                        max_tokens=profile_max_tokens(profile))
     winner = profile_config(profile)
     space = target.space(SpaceLimits(usable_cores=host.cores.usable, max_candidates=workload.max_candidates))
-    baseline = replace(target.baseline(space), batch_size=BASELINE.batch_size)
-    return explain(pool, workload, baseline, winner, rounds)
+    # Hindsight's defaults as they run on this workload, as `run` names them: batch 32 is capped at the most
+    # candidates any query has (a larger batch is the same batch)
+    return explain(pool, workload, target.baseline(space), winner, rounds)
 
 
 def save_explain(path: Path, profile: dict[str, Any], result: ExplainResult, workload: Workload) -> None:

@@ -49,8 +49,7 @@ def trial_history(history: list[dict[str, Any]]) -> go.Figure:
         fig.add_trace(go.Scatter(
             x=[t["number"] for t in trials], y=[t.get("p95_ms") or 0 for t in trials], mode="markers", name=name,
             marker={"symbol": symbols[name], "size": 10},
-            text=[f"bs={t['batch_size']} threads={_threads(t['intra_op_threads'])} sort={t['length_sort']} "
-                  f"{t['precision']}" + (f"<br>{html.escape(t['rejected'])}" if t.get("rejected") else "")
+            text=[_label(t) + (f"<br>{html.escape(t['rejected'])}" if t.get("rejected") else "")
                   for t in trials]))
     fig.update_layout(title="Trial history", xaxis_title="trial", yaxis_title="p95 (ms)")
     return fig
@@ -75,6 +74,21 @@ def waterfall(explain: dict[str, Any]) -> go.Figure:
     return fig
 
 
+def _label(config: dict[str, Any]) -> str:
+    """A configuration as `run` prints it (every knob that differs from onnxruntime's defaults, fused included)."""
+    from autotune.errors import AutotuneError
+    from autotune.runtime.engine import EngineConfig
+
+    try:
+        return EngineConfig.from_dict(config).label()
+    except (KeyError, TypeError, ValueError, AutotuneError):  # a damaged profile still gets a report
+        return ", ".join(f"{k}={v}" for k, v in config.items())
+
+
+def _number(value: Any, spec: str) -> str:
+    return format(value, spec) if isinstance(value, (int, float)) else "?"
+
+
 def render_report(profile: dict[str, Any]) -> str:
     search = profile.get("search", {})
     figures = [p95_vs_batch(search.get("history", [])), trial_history(search.get("history", []))]
@@ -91,9 +105,9 @@ def render_report(profile: dict[str, Any]) -> str:
             f"<p>{html.escape(str(profile.get('host', {}).get('brand', '')))}, "
             f"{profile.get('host', {}).get('cores', {}).get('usable', '?')} usable cores, "
             f"model {html.escape(str(profile.get('model', {}).get('name', '')))}</p>"
-            f"<p>Chosen: batch {c.get('batch_size')}, threads {_threads(int(c.get('intra_op_threads', 0)))}, "
-            f"length sort {c.get('length_sort')}, {c.get('precision')}: p95 {m.get('p95_ms')} ms against the "
-            f"baseline's {m.get('baseline_p95_ms')} ms ({m.get('speedup_p95')}x, measured side by side)</p>"
+            f"<p>Chosen: {html.escape(_label(c))}: p95 {_number(m.get('p95_ms'), '.1f')} ms against the "
+            f"baseline's {_number(m.get('baseline_p95_ms'), '.1f')} ms "
+            f"({_number(m.get('speedup_p95'), '.2f')}x, measured side by side)</p>"
             + (f"<ul class='warn'>{warnings}</ul>" if warnings else ""))
     return ("<!doctype html><html><head><meta charset='utf-8'><title>autotune report</title>"
             "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}.warn{color:#a40}</style></head><body>"

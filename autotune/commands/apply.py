@@ -15,8 +15,10 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(NAME, help="apply a committed profile on a host of the same type, without measuring")
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--profile", type=Path, help="the profile to apply")
-    which.add_argument("--profiles-dir", type=Path, help="pick the profile tuned on this host type")
-    p.add_argument("--env-file", type=Path, default=Path(".env"))
+    which.add_argument("--profile-dir", "--profiles-dir", dest="profiles_dir", type=Path,
+                       help="pick the profile tuned on this host type from this directory")
+    p.add_argument("--env-file", type=Path, default=Path(".env"),
+                   help="the .env whose autotune block is written; your other lines are kept")
     p.add_argument("--compose-file", type=Path, default=None,
                    help="also write the compose override `run` writes (tei; onnx with a container path)")
     p.add_argument("--force", action="store_true", help="apply even where the host differs from the profile's")

@@ -15,15 +15,15 @@ NAME = "bench"
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(NAME, help="the profile against references, interleaved in one run")
-    p.add_argument("--profile", type=Path, required=True)
-    p.add_argument("--workload", type=Path, required=True)
+    p.add_argument("--profile", type=Path, required=True, help="the profile to race")
+    p.add_argument("--workload", type=Path, required=True, help="queries.jsonl to replay")
     p.add_argument("--against", action="append", help="hindsight-onnx, ort-default, hindsight-local or "
                    "hindsight-local-bucket (repeatable; default: Hindsight's defaults for the profile's target, "
                    "and PyTorch)")
-    p.add_argument("--rounds", type=positive_int, default=5)
+    p.add_argument("--rounds", type=positive_int, default=5, help="interleaved rounds per contender")
     p.add_argument("--model", type=Path, help="model directory, when the profile's is elsewhere here")
     p.add_argument("--force", action="store_true", help="run even on a different host fingerprint")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -13,9 +13,9 @@ NAME = "check"
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(NAME, help="does this host still match a profile?")
-    p.add_argument("--profile", type=Path, required=True)
-    p.add_argument("--env-file", type=Path)
-    p.add_argument("--model", type=Path)
+    p.add_argument("--profile", type=Path, required=True, help="the profile this host should match")
+    p.add_argument("--env-file", type=Path, help="also compare the .env's autotune block with the profile")
+    p.add_argument("--model", type=Path, help="the model directory, when the profile's is elsewhere here")
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -24,7 +24,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from autotune.outputs.profile import load_profile
 
     profile = load_profile(args.profile)
-    drifts = check_profile(profile, default_probe().probe(), env_file=args.env_file, model_dir=args.model)
+    drifts = check_profile(profile, default_probe().probe(), env_file=args.env_file, model_dir=args.model,
+                           emitted=True)
     if not drifts:
         print(f"ok: this host matches {args.profile}", file=out)
         return ExitStatus.OK

@@ -1,4 +1,4 @@
-"""`autotune compose`: (re)write the docker compose override."""
+"""`autotune compose`: (re)write the docker compose override a profile's target needs."""
 
 from __future__ import annotations
 
@@ -12,17 +12,30 @@ NAME = "compose"
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser(NAME, help="write the docker compose override")
-    p.add_argument("--out", type=Path, default=Path("compose.autotune.yaml"))
-    p.add_argument("--env-file", type=Path, default=Path(".env"))
-    p.add_argument("--profile-dir", type=Path, default=Path("profiles"))
-    p.add_argument("--hindsight-service", default="hindsight")
+    p = sub.add_parser(NAME, help="write the docker compose override a profile's target needs")
+    p.add_argument("--profile", type=Path, help="the profile (default: the one in --profile-dir tuned on this host)")
+    p.add_argument("--out", type=Path, default=Path("compose.autotune.yaml"),
+                   help="the override to write (never a base compose file)")
+    p.add_argument("--env-file", type=Path, default=Path(".env"), help="the .env the services read (env_file:)")
+    p.add_argument("--profile-dir", type=Path, default=Path("profiles"),
+                   help="where the profiles are (mounted into the tei sidecar)")
+    p.add_argument("--model-path-in-container", default=None,
+                   help="onnx/local: where the model directory is mounted (default: the profile's, else "
+                        "/models/reranker)")
+    p.add_argument("--hindsight-service", default="hindsight", help="the Hindsight service's name in your compose file")
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from autotune.outputs.compose import write_compose
+    from autotune.host import default_probe
+    from autotune.outputs.apply import choose_profile
+    from autotune.outputs.compose import write_for_profile
+    from autotune.outputs.ownership import check_compose_out
+    from autotune.outputs.profile import load_profile
 
-    path = write_compose(args.out, profile_dir=args.profile_dir, env_file=args.env_file,
-                         hindsight_service=args.hindsight_service)
-    print(f"wrote {path}", file=out)
+    check_compose_out(args.out)  # before a profile is looked for: a bad path is refused first
+    profile = args.profile if args.profile is not None else choose_profile(args.profile_dir, default_probe().probe())
+    written = write_for_profile(load_profile(profile), profile, env_file=args.env_file, out=args.out,
+                                hindsight_service=args.hindsight_service,
+                                model_path_in_container=args.model_path_in_container)
+    print(f"wrote {written} for {profile}: docker compose -f docker-compose.yaml -f {written} up -d", file=out)
     return ExitStatus.OK

@@ -13,11 +13,11 @@ NAME = "explain"
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(NAME, help="attribute the speedup to each knob")
-    p.add_argument("--profile", type=Path, required=True)
-    p.add_argument("--workload", type=Path, required=True)
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--model", type=Path)
-    p.add_argument("--force", action="store_true")
+    p.add_argument("--profile", type=Path, required=True, help="the profile whose pick is explained")
+    p.add_argument("--workload", type=Path, required=True, help="queries.jsonl to replay")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds per leave-one-out")
+    p.add_argument("--model", type=Path, help="the model directory, when the profile's is elsewhere here")
+    p.add_argument("--force", action="store_true", help="run even on a different host fingerprint")
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -13,13 +13,13 @@ NAME = "helm"
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(NAME, help="write a values override for Hindsight's Helm chart from a tei profile")
-    p.add_argument("--profile", type=Path, required=True)
-    p.add_argument("--out", type=Path, default=Path("values.autotune.yaml"))
+    p.add_argument("--profile", type=Path, required=True, help="a profile tuned for --target tei")
+    p.add_argument("--out", type=Path, default=Path("values.autotune.yaml"), help="the values file to write")
     p.add_argument("--image", default="autotune-reranker:latest",
                    help="the reranker image (docker/Dockerfile; its entrypoint is autotune serve)")
     p.add_argument("--tei-url", default="http://hindsight-tei-reranker:8090",
                    help="where the api reaches the reranker's Service (the chart names it <release>-tei-reranker)")
-    p.add_argument("--replicas", type=int, default=1)
+    p.add_argument("--replicas", type=int, default=1, help="reranker replicas in the chart")
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -13,7 +13,8 @@ NAME = "probe"
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(NAME, help="describe this host")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true",
+                   help="print the description as JSON (the shape AUTOTUNE_PROBE_FILE reads)")
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -22,8 +22,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--budget", default="mid", help="comma-separated subset of low,mid,high")
     p.add_argument("--api-key", help="or set HINDSIGHT_API_KEY; never printed or stored")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per recall, start to end")
-    p.add_argument("--retries", type=int, default=2)
-    p.add_argument("-o", "--out", type=Path, required=True)
+    p.add_argument("--retries", type=int, default=2, help="retries per recall on time-outs, 429 and 5xx")
+    p.add_argument("-o", "--out", type=Path, required=True,
+                   help="the queries.jsonl to write (hashes and texts of your recalls)")
     p.add_argument("--resume", action="store_true", help="append, skipping queries already recorded")
     p.add_argument("--model", help="model directory (or `default`) to check the recording against Hindsight's "
                                    "own scores")

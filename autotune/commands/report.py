@@ -13,8 +13,8 @@ NAME = "report"
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(NAME, help="write a self-contained HTML report of a profile")
-    p.add_argument("--profile", type=Path, required=True)
-    p.add_argument("--out", type=Path, default=Path("report.html"))
+    p.add_argument("--profile", type=Path, required=True, help="the profile to report on")
+    p.add_argument("--out", type=Path, default=Path("report.html"), help="the HTML file to write")
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

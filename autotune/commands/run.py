@@ -26,10 +26,13 @@ def add_parser(sub: Any) -> None:
                                                      "the compose override then mounts it there read-only")
     p.add_argument("--model", type=Path, help="directory with model.onnx and tokenizer.json "
                                               "(default: the embedded all-MiniLM-L6-v2)")
-    p.add_argument("--env-file", type=Path, default=Path(".env"))
-    p.add_argument("--profile-dir", type=Path, default=Path("profiles"))
+    p.add_argument("--env-file", type=Path, default=Path(".env"),
+                   help="the .env whose autotune block is written; your other lines are kept")
+    p.add_argument("--profile-dir", type=Path, default=Path("profiles"),
+                   help="where the profile (commit it) is written")
     p.add_argument("--name", help="profile name (default: derived from the host)")
-    p.add_argument("--compose-file", type=Path, default=Path("compose.autotune.yaml"))
+    p.add_argument("--compose-file", type=Path, default=Path("compose.autotune.yaml"),
+                   help="the docker compose override (tei, or with --model-path-in-container)")
     p.add_argument("--no-compose", action="store_true", help="do not write the compose override")
     p.add_argument("--tei-url", default=None, help="where Hindsight reaches `autotune serve`")
     p.add_argument("--trials", type=positive_int, default=None,
@@ -43,7 +46,7 @@ def add_parser(sub: Any) -> None:
                    help="interleaved rounds per hill-climbing step after the search (0: no refinement)")
     p.add_argument("--no-halving", action="store_true",
                    help="measure every trial on the whole workload (no successive halving over queries)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="the sampler's seed")
     p.add_argument("--repeats", type=int, default=3, help="timed passes per trial")
     p.add_argument("--final-rounds", type=int, default=3,
                    help="interleaved rounds for the finalists; up to twice that for near ties (within 10%%)")

@@ -17,8 +17,8 @@ ACCEPTS_UNKNOWN = True  # other TEI launcher flags: ignored with a warning each 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(NAME, help="TEI-compatible /rerank server using a tuned profile (a drop-in for TEI's image)")
-    p.add_argument("--profile", type=Path)
-    p.add_argument("--env-file", type=Path)
+    p.add_argument("--profile", type=Path, help="serve this profile's configuration")
+    p.add_argument("--env-file", type=Path, help="or the AUTOTUNE_* keys of this .env")
     p.add_argument("--host", "--hostname", dest="host", default="127.0.0.1",
                    help="address to listen on (TEI's --hostname)")
     p.add_argument("--port", type=int, default=None, help="port (default: PORT, else 8080)")

@@ -23,7 +23,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--profile", type=Path, help="the profile that was cut over to (its prediction, its model)")
     p.add_argument("--model", help="model directory (or `default`) for the score self-check; default: the "
                                    "profile's")
-    p.add_argument("--rounds", type=positive_int, default=3)
+    p.add_argument("--rounds", type=positive_int, default=3, help="recalls per query after the cutover")
     p.add_argument("--min-gain", type=finite_float, default=1.1, help="exit 10 below this before/after ratio")
     p.add_argument("--api-key", help="or set HINDSIGHT_API_KEY; never printed or stored")
     p.add_argument("--timeout", type=finite_float, default=60.0, help="seconds per recall")

@@ -14,6 +14,7 @@ from typing import Any
 from autotune.errors import DriftError, OptionsError
 from autotune.fileio import StagedFiles, deferred_interrupts
 from autotune.host import HostInfo
+from autotune.outputs.compose import render_for_profile
 from autotune.outputs.drift import check_profile
 from autotune.outputs.envfile import MergeResult, merge_env, read_text_exact
 from autotune.outputs.ownership import check_compose_out, refuse_collisions
@@ -67,7 +68,8 @@ def apply_profile(path: Path, host: HostInfo, *, env_file: Path, compose_file: P
     merge = merge_env(read_text_exact(env_file), keys)
     target = get_target(profile_target(profile))
     notes = _model_notes(profile, target)
-    compose_text = _compose(profile, path, env_file, target, compose_file) if compose_file is not None else None
+    compose_text = (None if compose_file is None else
+                    render_for_profile(profile, path, env_file=env_file, out=compose_file))
     if compose_text is not None:
         check_compose_out(compose_file)  # type: ignore[arg-type]
     with deferred_interrupts(), StagedFiles() as files:
@@ -76,20 +78,6 @@ def apply_profile(path: Path, host: HostInfo, *, env_file: Path, compose_file: P
             files.add(compose_file, compose_text)  # type: ignore[arg-type]
         files.commit()
     return ApplyResult(path, merge, compose_file if compose_text is not None else None, drifts, notes)
-
-
-def _compose(profile: dict[str, Any], path: Path, env_file: Path, target: Target, out: Path) -> str | None:
-    from autotune.outputs.compose import render_compose
-
-    model = profile.get("model", {})
-    if target.sidecar:
-        return render_compose(profile_dir=path.parent, env_file=env_file, sidecar=True,
-                              cpus=profile.get("host", {}).get("cores", {}).get("usable"), profile_file=path.name,
-                              base=Path(out).parent)
-    if model.get("path_in_container") and model.get("dir"):
-        return render_compose(profile_dir=path.parent, env_file=env_file, sidecar=False, model_dir=Path(model["dir"]),
-                              model_path_in_container=model["path_in_container"], base=Path(out).parent)
-    return None
 
 
 def _model_notes(profile: dict[str, Any], target: Target) -> list[str]:

@@ -162,10 +162,12 @@ def _commit(paths: OutputPaths, *, target: Target, result: SearchResult, host: H
                             model_dir=None if model_dir is None else str(model_dir),
                             model_path_in_container=paths.model_path_in_container,
                             tokenizer_check=None if check is None else check.to_dict(),
+                            emitted_sha256=None if staged is None else staged.sha256,
                             recording_check=None if recording is None else recording.to_dict())
     merge = merge_env(env_text, keys)
     path = profile_path(paths.profile_dir, name)
     compose_path = paths.compose(target)
+    container = None if paths.model_path_in_container is None else target.container_keys(paths.model_path_in_container)
     with deferred_interrupts(), StagedFiles() as files:  # every file, or none: staged first, renamed together
         files.add(path, render_profile(profile))
         files.add(paths.env_file, merge.text.encode("utf-8", "surrogateescape"))
@@ -174,7 +176,7 @@ def _commit(paths: OutputPaths, *, target: Target, result: SearchResult, host: H
                                                    sidecar=target.sidecar, model_dir=model_dir,
                                                    cpus=host.cores.usable, profile_file=path.name,
                                                    model_path_in_container=paths.model_path_in_container,
-                                                   base=compose_path.parent))
+                                                   base=compose_path.parent, environment=container))
         if staged is not None:
             staged.commit()
         files.commit()

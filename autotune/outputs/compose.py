@@ -69,12 +69,16 @@ def compose_override(*, profile_dir: Path, env_file: Path, hindsight_service: st
 
 
 def inprocess_override(*, env_file: Path, model_dir: Path, model_path_in_container: str,
-                       hindsight_service: str = "hindsight", base: Path = Path(".")) -> dict[str, Any]:
-    """No new service: Hindsight ≥ 1.1 loads the model itself from the mounted directory."""
-    return {"services": {hindsight_service: {
-        "env_file": [compose_path(env_file, base)],
-        "volumes": [f"{compose_path(model_dir, base)}:{model_path_in_container.rstrip('/')}:ro"],
-    }}}
+                       hindsight_service: str = "hindsight", base: Path = Path("."),
+                       environment: dict[str, str] | None = None) -> dict[str, Any]:
+    """No new service: Hindsight ≥ 1.1 loads the model itself from the directory mounted read-only.
+    `environment` (the target's model-path keys at the container path) takes precedence over the `.env`,
+    whose paths may be the host's."""
+    service: dict[str, Any] = {"env_file": [compose_path(env_file, base)]}
+    if environment:
+        service["environment"] = dict(environment)
+    service["volumes"] = [f"{compose_path(model_dir, base)}:{model_path_in_container.rstrip('/')}:ro"]
+    return {"services": {hindsight_service: service}}
 
 
 def compose_path(path: Path, base: Path) -> str:
@@ -89,7 +93,8 @@ def compose_path(path: Path, base: Path) -> str:
 
 def render_compose(*, profile_dir: Path, env_file: Path, hindsight_service: str = "hindsight", sidecar: bool = True,
                    model_dir: Path | None = None, model_path_in_container: str | None = None,
-                   cpus: int | None = None, profile_file: str | None = None, base: Path = Path(".")) -> str:
+                   cpus: int | None = None, profile_file: str | None = None, base: Path = Path("."),
+                   environment: dict[str, str] | None = None) -> str:
     if sidecar:
         data = compose_override(profile_dir=profile_dir, env_file=env_file, hindsight_service=hindsight_service,
                                 cpus=cpus, profile_file=profile_file, base=base)
@@ -97,13 +102,46 @@ def render_compose(*, profile_dir: Path, env_file: Path, hindsight_service: str 
     if model_dir is None or model_path_in_container is None:
         raise ValueError("an in-process target's override needs the model directory and its container path")
     data = inprocess_override(env_file=env_file, model_dir=model_dir, model_path_in_container=model_path_in_container,
-                              hindsight_service=hindsight_service, base=base)
+                              hindsight_service=hindsight_service, base=base, environment=environment)
     return HEADER.splitlines(keepends=True)[0] + yaml.safe_dump(data, sort_keys=False)
 
 
-def write_compose(path: Path, *, profile_dir: Path, env_file: Path, hindsight_service: str = "hindsight") -> Path:
-    """The tei sidecar's override (`autotune compose`); never over a file autotune did not write."""
-    check_compose_out(path)
-    write_atomic(path, render_compose(profile_dir=profile_dir, env_file=env_file, hindsight_service=hindsight_service,
-                                      base=Path(path).parent))
-    return path
+DEFAULT_CONTAINER_DIR = "/models/reranker"
+
+
+def render_for_profile(profile: dict[str, Any], profile_file: Path, *, env_file: Path, out: Path,
+                       hindsight_service: str = "hindsight", model_path_in_container: str | None = None) -> str | None:
+    """The override the profile's target needs: the sidecar service, or for an in-process target a read-only
+    mount of the model directory it emitted, with its model-path keys at the container path. None for an
+    in-process profile when no container path is given or recorded (nothing to mount it at)."""
+    from autotune.outputs.profile import profile_target
+    from autotune.runtime.targets import get_target
+
+    target = get_target(profile_target(profile))
+    base = Path(out).parent
+    if target.sidecar:
+        cores = (profile.get("host") or {}).get("cores", {}).get("usable")
+        return render_compose(profile_dir=Path(profile_file).parent, env_file=env_file, sidecar=True,
+                              hindsight_service=hindsight_service, cpus=cores, profile_file=Path(profile_file).name,
+                              base=base)
+    model = profile.get("model") or {}
+    container = model_path_in_container or model.get("path_in_container")
+    if not container or not model.get("dir"):
+        return None
+    return render_compose(profile_dir=Path(profile_file).parent, env_file=env_file, sidecar=False,
+                          hindsight_service=hindsight_service, model_dir=Path(str(model["dir"])),
+                          model_path_in_container=container, base=base, environment=target.container_keys(container))
+
+
+def write_for_profile(profile: dict[str, Any], profile_file: Path, *, env_file: Path, out: Path,
+                      hindsight_service: str = "hindsight", model_path_in_container: str | None = None) -> Path:
+    """`autotune compose`: the profile's override, never over a file autotune did not write."""
+    check_compose_out(out)
+    text = render_for_profile(profile, profile_file, env_file=env_file, out=out, hindsight_service=hindsight_service,
+                              model_path_in_container=model_path_in_container or DEFAULT_CONTAINER_DIR)
+    if text is None:
+        from autotune.errors import OptionsError
+
+        raise OptionsError(f"{profile_file} records no model directory to mount: rerun autotune run for it")
+    write_atomic(out, text)
+    return out

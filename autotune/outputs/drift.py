@@ -13,8 +13,10 @@ ADVICE = "rerun autotune run"
 
 
 def check_profile(profile: dict[str, Any], host: HostInfo, *, env_file: Path | None = None,
-                  model_dir: Path | None = None) -> list[str]:
-    """One line per difference, each with advice. Empty means the profile applies here."""
+                  model_dir: Path | None = None, emitted: bool = False) -> list[str]:
+    """One line per difference, each with advice. Empty means the profile applies here. With `emitted`,
+    the model directory the profile's `.env` hands Hindsight must be here, byte for byte (`check`; `apply`
+    only notes a missing one, since it is what a node without it comes to fix)."""
     drifts: list[str] = []
     recorded = _mapping(profile.get("host"))
     config = profile_config(profile)
@@ -45,7 +47,27 @@ def check_profile(profile: dict[str, Any], host: HostInfo, *, env_file: Path | N
         drifts.append(f"model sha256 is {sha[:12]}, the profile's is {str(model['sha256'])[:12]}: {ADVICE}")
     if env_file is not None:
         drifts += _env_drift(profile, config, env_file)
+    if emitted:
+        drifts += emitted_drift(model)
     return drifts
+
+
+def emitted_drift(model: dict[str, Any]) -> list[str]:
+    """The model.onnx Hindsight loads, against the sha256 the run recorded for it."""
+    from autotune.fileio import sha256_file
+
+    directory, expected = model.get("dir"), model.get("emitted_sha256")
+    if not directory or not expected:
+        return []  # a sidecar profile, or one written before autotune recorded it
+    path = Path(str(directory)) / "model.onnx"
+    if not path.is_file():
+        return [f"the model Hindsight loads, {path}, is not here: copy the model directory the run wrote, "
+                f"or {ADVICE}"]
+    actual = sha256_file(path)
+    if actual != expected:
+        return [f"the model Hindsight loads, {path}, has sha256 {actual[:12]}, the profile's is {str(expected)[:12]}: "
+                f"it changed after the run; {ADVICE}"]
+    return []
 
 
 def _stock_default(profile: dict[str, Any]) -> bool:

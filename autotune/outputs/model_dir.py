@@ -42,6 +42,7 @@ class StagedModel:
 
     staging: Path
     destination: Path
+    sha256: str = ""  # of the staged model.onnx: what the profile records and `check` compares
 
     def commit(self) -> Path:
         """Swap the staged directory in; the old one, if any, is removed only once the new one is there.
@@ -99,7 +100,8 @@ def stage_model_dir(destination: Path, *, onnx_file: Path, source_dir: Path, inp
             for name in TORCH_FILES:
                 if (torch_dir / name).is_file():
                     shutil.copyfile(torch_dir / name, staging / name)
-        (staging / MODEL_MARKER).write_text(marker_text(owner, sha256_file(staging / "model.onnx")))
+        staged.sha256 = sha256_file(staging / "model.onnx")
+        (staging / MODEL_MARKER).write_text(marker_text(owner, staged.sha256))
         _make_readable(staging)
     except OSError as exc:
         staged.discard()

@@ -191,7 +191,7 @@ def refine(ctx: RunContext, study: optuna.Study) -> RefineResult | None:
                       rounds=settings.refine_rounds, deadline=deadline,
                       admissible=objective.over_budget, load=objective.load)
     refined = refiner.climb(best)
-    for line in neighbours_summary(refined):
+    for line in neighbours_summary(refined, settings.finalists - 1):  # the refined pick takes one place
         ctx.stage(line)
     return refined
 

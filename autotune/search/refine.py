@@ -179,14 +179,19 @@ def _round_winners(passes: list[list[list[float]]]) -> list[int]:
     return [0, *winners] if winners else []
 
 
-def neighbours_summary(result: RefineResult) -> Sequence[str]:
-    """One line per step, for the run's output."""
+def neighbours_summary(result: RefineResult, places: int) -> Sequence[str]:
+    """One line per step, for the run's output; of the runners-up, only the `places` the race has for them
+    are named as raced again, and the rest are counted as not raced."""
     lines = []
     for i, step in enumerate(result.steps, start=1):
         ran = [n for n in step.neighbours if n.p95_ms is not None]
         move = f"moved to {step.moved_to.label()}" if step.moved_to else "no neighbour won beyond the noise"
         lines.append(f"step {i}: {len(ran)} neighbours of {step.incumbent.label()} measured; {move}")
     close = result.runners_up()
-    if close:
-        lines.append(f"within the noise of the pick, raced again: {', '.join(c.label() for c in close)}")
+    raced, left = close[:max(places, 0)], close[max(places, 0):]
+    if raced:
+        lines.append(f"within the noise of the pick, raced again: {', '.join(c.label() for c in raced)}")
+    if left:
+        lines.append(f"within the noise of the pick but not raced (the race has {max(places, 0)} place(s) for "
+                     f"runners-up): {len(left)} more")
     return lines

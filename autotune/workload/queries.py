@@ -48,7 +48,7 @@ def parse_line(line: str, lineno: int) -> Query:
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise fail(f"malformed JSON ({exc.msg} at column {exc.colno})") from exc
+        raise fail(f"malformed JSON ({exc.msg}: column {exc.colno})") from exc
     except RecursionError as exc:
         raise fail("malformed JSON (nested too deeply)") from exc
     if not isinstance(obj, dict):
@@ -59,8 +59,10 @@ def parse_line(line: str, lineno: int) -> Query:
     if not query.strip():
         raise fail("\"query\" is empty")
     documents = obj.get("documents")
-    if not isinstance(documents, list):
+    if documents is None:
         raise fail("missing \"documents\" (a list)")
+    if not isinstance(documents, list):
+        raise fail(f"\"documents\" is a {type(documents).__name__}, not a list")
     if not documents:
         raise fail("\"documents\" is empty")
     texts: list[str] = []

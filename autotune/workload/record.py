@@ -274,7 +274,7 @@ def post_with_retry(client: Any, path: str, body: dict[str, Any], retries: int) 
         except httpx.TimeoutException:
             problem = "timed out"
         except httpx.TransportError as exc:
-            problem = f"connection failed ({type(exc).__name__})"
+            problem = f"connection to {client.base_url} failed ({type(exc).__name__})"
         else:
             if status == 200:
                 try:

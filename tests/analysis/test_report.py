@@ -58,3 +58,12 @@ def test_report_renders_in_headless_chromium(tmp_path):
     assert len(drawn) == 4, dom[:500]
     assert dom.count('class="main-svg"') >= 4
     assert dom.count('class="trace scatter') >= 5 and dom.count('class="bartext bartext-outside"') == 3
+
+
+def test_the_chosen_line_reads_as_run_prints_it():
+    """Issue 35: no `length sort True`, no `2.9661x`, and the fused graph named."""
+    profile = {**PROFILE, "config": {**PROFILE["config"], "graph": "fused", "length_sort": True},
+               "metrics": {**PROFILE["metrics"], "p95_ms": 100.04, "baseline_p95_ms": 296.61, "speedup_p95": 2.9661}}
+    text = render_report(profile)
+    assert "fused" in text and "sort=on" in text and "(2.97x" in text
+    assert "length sort True" not in text and "2.9661x" not in text

@@ -54,7 +54,7 @@ def test_apply_on_a_matching_host_writes_the_block_run_wrote(tuned, tmp_path, mo
     assert yaml.safe_load((tmp_path / "compose.autotune.yaml").read_text()) == yaml.safe_load(
         (tuned / "run.compose.yaml").read_text().replace(str(tuned / "run.env"), str(env)))
     # the profiles directory picks the profile tuned on this host type
-    status, out, err = run_cli(["apply", "--profiles-dir", str(tuned / "profiles"), "--env-file",
+    status, out, err = run_cli(["apply", "--profile-dir", str(tuned / "profiles"), "--env-file",
                                 str(tmp_path / "picked.env")])
     assert status == ExitStatus.OK and "avx2-node.yaml" in out, err
     assert managed_values(tmp_path / "picked.env") == managed_values(tuned / "run.env")

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autotune.outputs.compose import compose_override, write_compose
+from autotune.fileio import write_atomic
+from autotune.outputs.compose import compose_override, render_compose
 
 HINDSIGHT_LIKE = """
 services:
@@ -28,7 +29,8 @@ networks:
 
 def test_override_structure(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    path = write_compose(Path("compose.autotune.yaml"), profile_dir=Path("profiles"), env_file=Path(".env"))
+    path = Path("compose.autotune.yaml")
+    write_atomic(path, render_compose(profile_dir=Path("profiles"), env_file=Path(".env")))
     data = yaml.safe_load(path.read_text())
     reranker = data["services"]["reranker"]
     assert reranker["command"][:2] == ["--host", "0.0.0.0"]  # arguments to the image's `autotune serve`
@@ -77,7 +79,7 @@ def test_docker_compose_accepts_the_override(tmp_path, monkeypatch):
     Path("docker-compose.yaml").write_text(HINDSIGHT_LIKE)
     Path(".env").write_text("HINDSIGHT_API_RERANKER_PROVIDER=tei\n")
     Path("profiles").mkdir()
-    write_compose(Path("compose.autotune.yaml"), profile_dir=Path("profiles"), env_file=Path(".env"))
+    write_atomic(Path("compose.autotune.yaml"), render_compose(profile_dir=Path("profiles"), env_file=Path(".env")))
     cli = _compose_cli()
     assert cli is not None
     result = subprocess.run([*cli, "-f", "docker-compose.yaml", "-f", "compose.autotune.yaml", "config"],

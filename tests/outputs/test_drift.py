@@ -84,3 +84,32 @@ def test_onnx_profile_env_drift_compares_the_keys_it_wrote(tmp_path, tiny_model_
     write_env(env, {**keys, "HINDSIGHT_API_RERANKER_ONNX_CPU_MEM_ARENA": "true"})
     drifts = check_profile(profile, VNNI_HOST, env_file=env)
     assert len(drifts) == 1 and "ONNX_CPU_MEM_ARENA" in drifts[0]
+
+
+def test_check_catches_a_changed_or_missing_model_that_hindsight_loads(tmp_path, tiny_model_dir, workload_file):
+    """Issue 35, item 3: `check` compares the emitted model.onnx (not the source) with the run's sha256."""
+    import io
+    import shutil
+
+    import yaml
+
+    args = ["run", "--workload", str(workload_file), "--model", str(tiny_model_dir), "--env-file",
+            str(tmp_path / ".env"), "--profile-dir", str(tmp_path / "profiles"), "--name", "n", "--trials", "2",
+            "--repeats", "1", "--final-rounds", "1", "--refine-rounds", "0"]
+    assert main(args, stdout=io.StringIO(), stderr=io.StringIO()) == ExitStatus.OK
+    profile = tmp_path / "profiles" / "n.yaml"
+    emitted = tmp_path / "models" / "n" / "model.onnx"
+    assert len(yaml.safe_load(profile.read_text())["model"]["emitted_sha256"]) == 64
+
+    def check() -> tuple[int, str]:
+        out = io.StringIO()
+        return main(["check", "--profile", str(profile)], stdout=out, stderr=io.StringIO()), out.getvalue()
+
+    assert check()[0] == ExitStatus.OK
+    with open(emitted, "ab") as fh:
+        fh.write(b"\0")
+    status, out = check()
+    assert status == ExitStatus.DRIFT and "changed after the run" in out and str(emitted) in out
+    shutil.rmtree(emitted.parent)
+    status, out = check()
+    assert status == ExitStatus.DRIFT and "is not here" in out

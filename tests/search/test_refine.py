@@ -147,11 +147,14 @@ def test_near_ties_are_runners_up_for_the_re_race_closest_first_and_a_clear_lose
     result = _refiner(SleepPool(cost)).climb(best)
     assert result.best == best and len(result.steps) == 1
     assert result.runners_up() == [tie, close]
-    assert neighbours_summary(result)[-1].endswith(f"raced again: {tie.label()}, {close.label()}")
+    assert neighbours_summary(result, 2)[-1].endswith(f"raced again: {tie.label()}, {close.label()}")
+    # issue 35: with one place for runners-up, only the closest is said to be raced, the other counted apart
+    one_place = neighbours_summary(result, 1)
+    assert one_place[-2].endswith(f"raced again: {tie.label()}") and one_place[-1].endswith("1 more")
     assert set(result.beaten()) == {n.config for n in result.steps[0].neighbours} - {tie, close}
 
 
 def test_no_runners_up_after_a_move():
     result = _refiner(SleepPool(valley), max_steps=1).climb(EngineConfig(4, 2, False, "fp32"))
     assert result.steps[-1].moved_to is not None and result.runners_up() == []
-    assert not any("raced again" in line for line in neighbours_summary(result))
+    assert not any("raced again" in line for line in neighbours_summary(result, 2))

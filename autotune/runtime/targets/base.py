@@ -117,6 +117,11 @@ class Target(ABC):
         """Hindsight's defaults for this target, as they behave on this workload."""
         return space.baseline()
 
+    def container_keys(self, directory: str) -> dict[str, str]:
+        """The keys that name the emitted model directory, pointing at `directory` (where a container mounts
+        it); empty for a target that emits none."""
+        return {}
+
     def defaults(self) -> EngineConfig:
         """Hindsight's defaults for this target, whatever the workload (what `bench` races)."""
         return BASELINE

@@ -146,10 +146,13 @@ class LocalTarget(Target):
         return LocalPool(checkpoint_for(bundle), bundle=bundle,
                          traits=self.traits(usable_cores, bundle.max_length), usable_cores=usable_cores)
 
+    def container_keys(self, directory: str) -> dict[str, str]:
+        return {f"{PREFIX}LOCAL_MODEL": directory.rstrip("/")}
+
     def env_keys(self, config: EngineConfig, ctx: EnvContext) -> dict[str, str]:
         keys = {f"{PREFIX}PROVIDER": self.provider}
         if ctx.model_dir is not None:
-            keys[f"{PREFIX}LOCAL_MODEL"] = ctx.model_dir.rstrip("/")
+            keys.update(self.container_keys(ctx.model_dir))
         keys.update({
             f"{PREFIX}LOCAL_BATCH_SIZE": str(config.batch_size),
             f"{PREFIX}LOCAL_BUCKET_BATCHING": flag(config.length_sort),

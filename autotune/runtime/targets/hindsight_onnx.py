@@ -71,14 +71,17 @@ class OnnxTarget(Target):
         """Batch 32 and its native thread count, always sorted, the arena off."""
         return replace(BASELINE, length_sort=True, mem_arena=False, spinning=False)
 
+    def container_keys(self, directory: str) -> dict[str, str]:
+        directory = directory.rstrip("/")
+        return {f"{PREFIX}ONNX_MODEL_PATH": f"{directory}/model.onnx",
+                f"{PREFIX}ONNX_TOKENIZER_NAME_OR_PATH": directory}
+
     def env_keys(self, config: EngineConfig, ctx: EnvContext) -> dict[str, str]:
         if ctx.model_dir is None:
             raise ValueError("the onnx target needs the emitted model directory")
-        directory = ctx.model_dir.rstrip("/")
         return {
             f"{PREFIX}PROVIDER": self.provider,
-            f"{PREFIX}ONNX_MODEL_PATH": f"{directory}/model.onnx",
-            f"{PREFIX}ONNX_TOKENIZER_NAME_OR_PATH": directory,
+            **self.container_keys(ctx.model_dir),
             f"{PREFIX}ONNX_BATCH_SIZE": str(config.batch_size),
             f"{PREFIX}ONNX_THREADS": str(config.intra_op_threads),
             f"{PREFIX}ONNX_MAX_CONCURRENT": str(config.workers),
