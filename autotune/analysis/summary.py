@@ -73,6 +73,8 @@ def format_result(result: SearchResult) -> str:
                     else "")
         out.append(f"memory: the chosen configuration adds {memory['served_mb']:.0f} MB{estimate}; the tuner peaked "
                    f"at {memory.get('tuner_peak_rss_mb') or 0:.0f} MB RSS, budget {memory['budget_mb']:.0f} MB")
+    if result.rerun:
+        out.append(f"rerun: {result.rerun}")
     chosen = f"Chosen: {result.winner.config.label()} -> p95 {result.winner.latency.p95_ms:.1f} ms"
     if base is None:
         out += [f"{chosen}; the baseline was not raced: {result.baseline_skipped}"]

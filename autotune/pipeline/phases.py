@@ -20,7 +20,7 @@ from autotune.errors import OptionsError, WorkloadError
 from autotune.host import HostInfo, HostProbe, default_probe, run_conditions
 from autotune.outputs.commit import check_outputs, write_outputs
 from autotune.outputs.envfile import parse_env, read_text_exact, user_values
-from autotune.outputs.profile import check_name
+from autotune.outputs.profile import check_name, load_profile, profile_config, profile_path
 from autotune.pipeline.options import RunOptions, RunOutcome
 from autotune.runtime.engine import EngineConfig, EngineTraits, ScoringPool
 from autotune.runtime.model import ModelBundle, resolve_model
@@ -28,7 +28,7 @@ from autotune.runtime.sessions import EnginePool
 from autotune.runtime.space import SearchSpace
 from autotune.runtime.targets import SpaceLimits, Target, get_target
 from autotune.search.client_sizing import hindsight_concurrency, measure_client_sizing
-from autotune.search.finalists import Finalist, SearchResult, choose, finalists_from, rerace
+from autotune.search.finalists import Finalist, SearchResult, challenge, choose, finalists_from, rerace
 from autotune.search.measure import Load, replay
 from autotune.search.memory import ModelMemory, default_budget_mb, process_peak_mb, rss_mb
 from autotune.search.noise import NoiseSample, trustworthiness, wait_quiet
@@ -75,6 +75,7 @@ class RunContext:
     int8_considered: bool = False
     budget_mb: float = 0.0
     objective: Objective | None = None
+    committed: dict[str, Any] | None = None  # the profile an earlier run wrote at this path (not with --fresh)
 
     @property
     def settings(self) -> SearchSettings:
@@ -117,8 +118,22 @@ def prepare(opts: RunOptions, *, probe: HostProbe | None = None,
                            f"({rss_mb():.0f} MB RSS) before any model is loaded")
     started = time.monotonic()
     deadline = None if settings.timeout_s is None else started + settings.timeout_s
-    return RunContext(opts, target, host, workload, source_sha256, user_env, cap, traffic, space, stage, started,
-                      deadline)
+    ctx = RunContext(opts, target, host, workload, source_sha256, user_env, cap, traffic, space, stage, started,
+                     deadline)
+    committed = profile_path(paths.profile_dir, paths.profile_name(host))
+    if not opts.fresh and committed.is_file():
+        ctx.committed = load_profile(committed)
+    return ctx
+
+
+def incumbent(ctx: RunContext, study_name: str) -> EngineConfig | None:
+    """The committed profile's pick, when that profile came from this very study (same host type, model,
+    workload, space and target): a rerun races it, and keeps it unless it is beaten beyond the noise."""
+    committed = ctx.committed
+    if committed is None or (committed.get("search") or {}).get("study") != study_name:
+        return None
+    config = profile_config(committed)
+    return config if ctx.space.fits(config) else None
 
 
 def load(ctx: RunContext) -> None:
@@ -204,14 +219,21 @@ def race(ctx: RunContext, study: optuna.Study, refined: RefineResult | None) -> 
     assert ctx.objective is not None
     settings, objective = ctx.settings, ctx.objective
     space, pool, budget = objective.space, objective.pool, objective.memory_budget_mb
-    skipped = objective.over_budget(space.baseline())
-    if skipped:
+    heavy = objective.over_budget(space.baseline())
+    skipped = heavy and objective.over_machine(space.baseline())
+    if skipped:  # the one comparison that matters is dropped only where the machine cannot hold it
         ctx.stage(f"Hindsight's defaults are not raced: {skipped}")
+    elif heavy:
+        ctx.stage(f"Hindsight's defaults are heavy ({heavy}): raced anyway, within this machine's free memory, "
+                  "since they are what Hindsight runs today")
     configs = finalists_from(study, space, settings.finalists, with_baseline=not skipped,
                              first=None if refined is None else refined.best, same=pool.effective,
                              beaten=() if refined is None else refined.beaten(),
                              runners_up=() if refined is None else refined.runners_up())
-    if not configs:
+    kept = incumbent(ctx, study.study_name)
+    if kept is not None and pool.effective(kept) not in {pool.effective(c) for c in configs}:
+        configs.append(kept)  # the committed pick always races on a rerun, in a place of its own
+    if len(configs) == (0 if skipped else 1):  # nothing but Hindsight's defaults: no tuned candidate fits
         raise OptionsError(f"no configuration fits the memory budget of {budget:.0f} MB: raise --max-memory, "
                            "or lower --max-tokens or --batch-sizes")
     ctx.stage(f"re-measuring {len(configs)} finalists interleaved, {settings.final_rounds} rounds "
@@ -238,6 +260,12 @@ def judge(ctx: RunContext, searched: Searched, refined: RefineResult | None, fin
         raise OptionsError("no configuration passed the parity gate, not even Hindsight's defaults "
                            f"({reason}): loosen the tolerances, or pass --write-baseline to write the defaults")
     winner, noise = choose(passing or finalists[:1])
+    kept = incumbent(ctx, searched.study_name)
+    rerun = None
+    held = next((f for f in passing if kept is not None and pool.effective(f.config) == pool.effective(kept)), None)
+    if held is not None:
+        winner, rerun = challenge(held, winner)
+        ctx.stage(f"rerun: {rerun}")
     served_load = None
     if ctx.target.sidecar:
         served_load = _served_load(pool, winner, passing or finalists[:1], workload, ctx.user_env, ctx.traffic,
@@ -256,7 +284,7 @@ def judge(ctx: RunContext, searched: Searched, refined: RefineResult | None, fin
                           dropped=ctx.dropped, memory=memory, trials_planned=searched.trials,
                           elapsed_s=time.monotonic() - ctx.started, baseline_skipped=baseline_skipped,
                           candidate_cap=cap, phases_s=phases, load=served_load,
-                          concurrency=ctx.traffic.concurrency)
+                          concurrency=ctx.traffic.concurrency, rerun=rerun)
     return result, conditions, int8_sample
 
 

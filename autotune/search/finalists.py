@@ -62,6 +62,7 @@ class SearchResult:
     phases_s: dict[str, float] = field(default_factory=dict)  # measuring time: search, refine, race
     load: dict[str, Any] | None = None  # the tei sidecar under concurrent recalls, and its client keys
     concurrency: int = 1  # recalls at once every candidate was timed under (queueing in its latency)
+    rerun: str | None = None  # on a rerun: whether the committed pick was kept, and why
 
     @property
     def measuring_s(self) -> float:
@@ -169,6 +170,24 @@ def _walled(timer: PassTimer, full: int, walls: list[float]) -> PassTimer:
             walls.append(time.perf_counter() - started)
         return seconds
     return timed
+
+
+def challenge(incumbent: Finalist, challenger: Finalist) -> tuple[Finalist, str]:
+    """A rerun's committed pick stays unless the challenger beats it beyond the noise: faster in every round
+    the two ran side by side, and by more than either's round-to-round spread (at least NOISY_SPREAD, where
+    pyperf starts to warn). A profile in version control must not churn on a lucky race."""
+    if challenger is incumbent:
+        return incumbent, f"the committed pick {incumbent.config.label()} won the race again: kept"
+    rounds = list(zip(incumbent.round_p95_ms, challenger.round_p95_ms, strict=False))
+    every_round = bool(rounds) and all(c < i for i, c in rounds)
+    gain = incumbent.latency.p95_ms / challenger.latency.p95_ms - 1.0
+    noise = max(NOISY_SPREAD, relative_spread(incumbent.round_p95_ms), relative_spread(challenger.round_p95_ms))
+    if every_round and gain > noise:
+        return challenger, (f"{challenger.config.label()} beat the committed pick {incumbent.config.label()} beyond "
+                            f"the noise ({gain:.0%} faster, in every round): replaced")
+    return incumbent, (f"kept the committed pick {incumbent.config.label()}: {challenger.config.label()} was "
+                       f"{gain:+.0%} at p95, within the noise ({noise:.0%}"
+                       + ("" if every_round else ", and not faster in every round") + ")")
 
 
 def choose(finalists: list[Finalist]) -> tuple[Finalist, list[str]]:

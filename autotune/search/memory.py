@@ -113,14 +113,19 @@ def cgroup_memory_limit(read: Any = None) -> int | None:
     return None
 
 
-def default_budget_mb(fraction: float = DEFAULT_FRACTION, cap_mb: float = DEFAULT_CAP_MB) -> float:
-    """The tuner's peak RSS by default: its RSS now plus a fraction of what is available (within the
-    cgroup's limit), at most `cap_mb` in all. It must never be what wakes the OOM killer."""
+def available_mb() -> float:
+    """What this process could still take: the memory available, within the cgroup's limit."""
     available = psutil.virtual_memory().available
     limit = cgroup_memory_limit()
     if limit is not None:
         available = min(available, max(0, limit - psutil.Process().memory_info().rss))
-    return min(rss_mb() + fraction * available / MB, cap_mb)
+    return available / MB
+
+
+def default_budget_mb(fraction: float = DEFAULT_FRACTION, cap_mb: float = DEFAULT_CAP_MB) -> float:
+    """The tuner's peak RSS by default: its RSS now plus a fraction of what is available (within the
+    cgroup's limit), at most `cap_mb` in all. It must never be what wakes the OOM killer."""
+    return min(rss_mb() + fraction * available_mb(), cap_mb)
 
 
 @dataclass(frozen=True)

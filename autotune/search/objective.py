@@ -21,13 +21,14 @@ from optuna.trial import FrozenTrial, TrialState
 from autotune.runtime.engine import EngineConfig, ScoringPool, plan_batches
 from autotune.runtime.space import SearchSpace
 from autotune.search.measure import Load
-from autotune.search.memory import ESTIMATE_MARGIN, ModelMemory, PeakRss, rss_mb
+from autotune.search.memory import ESTIMATE_MARGIN, ModelMemory, PeakRss, available_mb, rss_mb
 from autotune.search.parity import compare
 from autotune.search.space import SearchSettings
 from autotune.search.stats import percentile
 from autotune.search.study import FINISHED, is_live
 from autotune.workload.queries import Workload
 
+MACHINE_SHARE = 0.8  # of the free memory Hindsight's defaults may take to be raced: a fifth stays free
 COPIED_ATTRS = ("parity", "rejected", "per_query_median_ms", "padding_overhead", "rss_mb", "peak_growth_mb",
                 "estimated_mb", "queries_measured")
 
@@ -166,6 +167,18 @@ class Objective:
             return None
         return (f"estimated {estimate:.0f} MB (x{ESTIMATE_MARGIN} margin) would pass the memory budget of "
                 f"{self.memory_budget_mb:.0f} MB")
+
+    def over_machine(self, config: EngineConfig) -> str | None:
+        """Why running `config` would not fit in this machine's free memory (with the estimate's margin and
+        a fifth kept free), or None: the bound for Hindsight's defaults, which race whatever the budget."""
+        estimate = self.estimate_mb(config)
+        if estimate is None:
+            return None
+        self.pool.release()
+        room = MACHINE_SHARE * available_mb()
+        if ESTIMATE_MARGIN * estimate <= room:
+            return None
+        return f"estimated {estimate:.0f} MB (x{ESTIMATE_MARGIN} margin) would not fit in {room:.0f} MB of free memory"
 
     def _excess_mb(self, estimate: float) -> float:
         """How far the RSS now plus the estimate with its margin would pass the budget (> 0: it would)."""
