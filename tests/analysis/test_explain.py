@@ -42,3 +42,17 @@ def test_cumulative_and_most_important():
     assert result.cumulative == [2.0, 2.5]
     assert result.most_important() == "batch_size"
     assert result.to_dict()["most_important"] == "batch_size"
+
+
+def test_beyond_the_noise_needs_a_clear_agreeing_difference():
+    """Issue 35: 0.97x with agreeing rounds is noise on these hosts; 0.81x with every round agreeing is not."""
+    from autotune.analysis.explain import Step
+    from autotune.runtime.engine import BASELINE
+
+    def step(before: float, after: float, rounds: list[float]) -> Step:
+        return Step("batch_size", BASELINE, after, before, rounds)
+
+    assert not step(97, 100, [0.96, 0.97, 0.98]).beyond_noise     # 0.97x: under the 5% floor
+    assert step(81, 100, [0.80, 0.82, 0.81]).beyond_noise         # 0.81x, every round agreeing
+    assert not step(81, 100, [0.55, 0.92, 0.99]).beyond_noise     # rounds scatter (std/mean 24%) more than 19%
+    assert not step(81, 100, [0.75, 0.85, 1.02]).beyond_noise     # rounds disagree on the direction
