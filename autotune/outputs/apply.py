@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from autotune.errors import DriftError, OptionsError
 from autotune.fileio import StagedFiles, deferred_interrupts
@@ -19,7 +18,8 @@ from autotune.outputs.drift import check_profile
 from autotune.outputs.envfile import MergeResult, merge_env, read_text_exact
 from autotune.outputs.ownership import check_compose_out, refuse_collisions
 from autotune.outputs.profile import load_profile, profile_target
-from autotune.runtime.targets import Target, get_target
+from autotune.outputs.rebuild import restore_model
+from autotune.runtime.targets import get_target
 
 
 @dataclass
@@ -59,32 +59,27 @@ def apply_profile(path: Path, host: HostInfo, *, env_file: Path, compose_file: P
     if not isinstance(keys, dict) or not keys:
         raise OptionsError(f"profile {path} has no `env` keys (written before autotune 0.3): rerun autotune run")
     keys = {str(k): str(v) for k, v in keys.items()}
-    allowed = get_target(profile_target(profile))
-    foreign = sorted(k for k in keys if k not in allowed.env_names)
+    target = get_target(profile_target(profile))
+    foreign = sorted(k for k in keys if k not in target.env_names)
     if foreign:  # a profile is input: it may set exactly the keys its target writes, nothing else
-        raise OptionsError(f"profile {path} carries keys its `{allowed.name}` target never writes: "
+        raise OptionsError(f"profile {path} carries keys its `{target.name}` target never writes: "
                            f"{', '.join(repr(k) for k in foreign[:3])}{' ...' if len(foreign) > 3 else ''}")
     refuse_collisions({"--profile": path}, {"--env-file": env_file, "--compose-file": compose_file})
     merge = merge_env(read_text_exact(env_file), keys)
-    target = get_target(profile_target(profile))
-    notes = _model_notes(profile, target)
     compose_text = (None if compose_file is None else
                     render_for_profile(profile, path, env_file=env_file, out=compose_file))
     if compose_text is not None:
         check_compose_out(compose_file)  # type: ignore[arg-type]
-    with deferred_interrupts(), StagedFiles() as files:
-        files.add(env_file, merge.text.encode("utf-8", "surrogateescape"))
-        if compose_text is not None:
-            files.add(compose_file, compose_text)  # type: ignore[arg-type]
-        files.commit()
+    staged, notes = restore_model(profile, host, target)  # the model directory, when this node lacks it
+    try:
+        with deferred_interrupts(), StagedFiles() as files:
+            files.add(env_file, merge.text.encode("utf-8", "surrogateescape"))
+            if compose_text is not None:
+                files.add(compose_file, compose_text)  # type: ignore[arg-type]
+            if staged is not None:
+                staged.commit()
+            files.commit()
+    finally:
+        if staged is not None:
+            staged.discard()  # a no-op once committed
     return ApplyResult(path, merge, compose_file if compose_text is not None else None, drifts, notes)
-
-
-def _model_notes(profile: dict[str, Any], target: Target) -> list[str]:
-    """An in-process target loads the model directory `run` wrote: it must be here too."""
-    model = profile.get("model", {})
-    directory = model.get("dir")
-    if not target.emits_model or not directory or Path(directory).is_dir():
-        return []
-    return [f"the model directory {directory} that the .env names is not on this host: copy it here (it is "
-            f"what `run` wrote beside the profile), or mount it at {model.get('path_in_container') or 'that path'}"]
