@@ -15,12 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from autotune.errors import OptionsError, UpstreamError
+from autotune.errors import OptionsError, UpstreamError, WorkloadError
 from autotune.search.selfcheck import SelfCheck
 from autotune.search.stats import percentile, relative_spread
 from autotune.workload.queries import Workload, parse_line
 from autotune.workload.record import (
     line_from_recall,
+    positive_seconds,
     post_with_retry,
     recall_path,
     rerank_phase_seconds,
@@ -56,8 +57,11 @@ class VerifyResult:
 
 
 def _rerank_seconds(response: dict[str, Any]) -> float:
-    trace = response.get("trace") if isinstance(response.get("trace"), dict) else {}
-    value = rerank_phase_seconds(trace)
+    trace = response.get("trace") if isinstance(response, dict) and isinstance(response.get("trace"), dict) else {}
+    try:
+        value = rerank_phase_seconds(trace)
+    except ValueError as exc:
+        raise UpstreamError(f"the recall's trace: {exc}") from exc
     if value is not None:
         return value
     raise UpstreamError("the recall's trace has no reranking phase: is the reranker on (reranking mode "
@@ -71,8 +75,16 @@ def _recall(client: Any, path: str, job: Job) -> dict[str, Any]:
 
 
 def before_seconds(before: Workload) -> dict[Job, float]:
-    return {(q.query, q.budget or "mid"): float(q.extra["hindsight_rerank_s"]) for q in before.queries
-            if isinstance(q.extra.get("hindsight_rerank_s"), (int, float))}
+    """The recorded reranking phase per (query, budget); a recorded value that is not a duration is refused."""
+    out = {}
+    for n, q in enumerate(before.queries, start=1):
+        if "hindsight_rerank_s" in q.extra:
+            try:
+                out[(q.query, q.budget or "mid")] = positive_seconds(q.extra["hindsight_rerank_s"],
+                                                                     f"--before line {n}'s hindsight_rerank_s")
+            except ValueError as exc:
+                raise WorkloadError(str(exc)) from exc
+    return out
 
 
 def verify_cutover(url: str, bank: str, queries: Sequence[str], budgets: Sequence[str], *, api_key: str | None,

@@ -9,6 +9,7 @@ The document string is rebuilt the way the answering Hindsight version's reranke
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -29,13 +30,31 @@ def render_document(text: str, context: str | None, event_date: str | None) -> s
     return render(text, context, date_part(event_date))
 
 
+MAX_SECONDS = 86_400.0  # a day: no recall's phase takes longer
+
+
+def positive_seconds(value: Any, what: str) -> float:
+    """A duration from outside (a server's trace, a recording): a finite number of seconds above zero, or a
+    ValueError that names it. NaN, 1e308-as-infinity, negatives and zero would make every ratio a lie."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{what} is not a number of seconds ({type(value).__name__})")
+    try:
+        seconds = float(value)
+    except OverflowError:
+        raise ValueError(f"{what} is too large to be a duration") from None
+    if not math.isfinite(seconds) or seconds <= 0 or seconds > MAX_SECONDS:
+        raise ValueError(f"{what} is {seconds!r}, not a duration between 0 and {MAX_SECONDS:.0f} seconds")
+    return seconds
+
+
 def rerank_phase_seconds(trace: dict[str, Any]) -> float | None:
-    """Hindsight's own time for the reranking phase (`summary.phase_metrics`), or None."""
+    """Hindsight's own time for the reranking phase (`summary.phase_metrics`), or None when the trace has
+    none; a ValueError when it has one that is not a duration."""
     summary = trace.get("summary") if isinstance(trace.get("summary"), dict) else {}
-    for m in summary.get("phase_metrics") or []:
+    metrics = summary.get("phase_metrics") if isinstance(summary, dict) else None
+    for m in metrics if isinstance(metrics, list) else []:
         if isinstance(m, dict) and (m.get("phase_name") or m.get("phase")) == "reranking":
-            value = m.get("duration_seconds")
-            return float(value) if isinstance(value, (int, float)) else None
+            return positive_seconds(m.get("duration_seconds"), "the reranking phase's duration_seconds")
     return None
 
 

@@ -98,3 +98,33 @@ def test_verify_fails_on_any_non_200_and_encodes_the_bank(tmp_path, hindsight):
                   stdout=io.StringIO(), stderr=err)
     assert status == ExitStatus.UPSTREAM and "HTTP 503" in err.getvalue()
     assert FakeHindsight11.paths == ["/v1/default/banks/..%2Fadmin%2Fx%3Fy%3D/memories/recall"]
+
+
+@pytest.mark.parametrize("duration", [float("nan"), 1e308, -1.0, 0.0, "5"])
+def test_a_server_timing_that_is_not_a_duration_is_one_line(hindsight, tmp_path, monkeypatch, duration):
+    """Issue 36, item 5: NaN once gave exit 0 and "nanx as fast"; 0 gave ZeroDivisionError."""
+    monkeypatch.setattr(FakeHindsight11, "rerank_s", duration)
+    queries = tmp_path / "q.txt"
+    queries.write_text("Who is allergic to peanuts?\n")
+    before = tmp_path / "before.jsonl"
+    before.write_text(json.dumps({"query": "Who is allergic to peanuts?", "budget": "mid", "documents": MEMORIES,
+                                  "hindsight_rerank_s": 1.0}) + "\n")
+    err = io.StringIO()
+    status = main(["verify", "--url", hindsight, "--bank", "b", "--queries", str(queries), "--before", str(before),
+                   "--rounds", "1"], stdout=io.StringIO(), stderr=err)
+    assert status == ExitStatus.UPSTREAM, err.getvalue()
+    assert "duration" in err.getvalue() and len(err.getvalue().strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("recorded", ["NaN", "-2", "0", "1e400"])
+def test_a_recorded_timing_that_is_not_a_duration_is_one_line(hindsight, tmp_path, recorded):
+    queries = tmp_path / "q.txt"
+    queries.write_text("Who is allergic to peanuts?\n")
+    before = tmp_path / "before.jsonl"
+    before.write_text('{"query": "Who is allergic to peanuts?", "budget": "mid", "documents": ["a"], '
+                      f'"hindsight_rerank_s": {recorded}}}\n')
+    err = io.StringIO()
+    status = main(["verify", "--url", hindsight, "--bank", "b", "--queries", str(queries), "--before", str(before)],
+                  stdout=io.StringIO(), stderr=err)
+    assert status == ExitStatus.BAD_WORKLOAD and "hindsight_rerank_s" in err.getvalue(), err.getvalue()
+    assert len(err.getvalue().strip().splitlines()) == 1
