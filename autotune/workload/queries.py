@@ -6,6 +6,7 @@ Only hashes of the text ever leave this module in profiles and logs.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,8 +52,12 @@ def parse_line(line: str, lineno: int) -> Query:
         raise fail(f"malformed JSON ({exc.msg}: column {exc.colno})") from exc
     except RecursionError as exc:
         raise fail("malformed JSON (nested too deeply)") from exc
+    except ValueError as exc:  # Python refuses integers past 4,300 digits
+        raise fail("malformed JSON (a number with too many digits)") from exc
     if not isinstance(obj, dict):
         raise fail("expected a JSON object")
+    if _depth(obj) > MAX_DEPTH:  # it would parse, then break pickling (the journal, the workers) much later
+        raise fail(f"a field is nested more than {MAX_DEPTH} levels deep")
     query = obj.get("query")
     if not isinstance(query, str):
         raise fail("missing \"query\" (a string)")
@@ -84,7 +89,40 @@ def parse_line(line: str, lineno: int) -> Query:
     if qid is not None and not isinstance(qid, (str, int)):
         raise fail("\"id\" must be a string")
     extra = {k: v for k, v in obj.items() if k not in ("query", "documents", "budget", "id")}
+    for key in SCORE_FIELDS:
+        if key in extra and not _finite_numbers(extra[key], len(texts)):
+            raise fail(f"\"{key}\" must be one finite number (or null) per document")
     return Query(query, texts, budget, None if qid is None else str(qid), extra)
+
+
+MAX_DEPTH = 32
+SCORE_FIELDS = ("hindsight_scores", "hindsight_scores_normalized")  # read back by the recording's self-check
+
+
+def _depth(value: object, level: int = 0) -> int:
+    if level > MAX_DEPTH:
+        return level
+    if isinstance(value, dict):
+        return max((_depth(v, level + 1) for v in value.values()), default=level + 1)
+    if isinstance(value, list):
+        return max((_depth(v, level + 1) for v in value), default=level + 1)
+    return level
+
+
+def _finite_numbers(values: object, n: int) -> bool:
+    if not isinstance(values, list) or len(values) != n:
+        return False
+    for v in values:
+        if v is None:  # a candidate Hindsight did not score
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return False
+        try:
+            if not math.isfinite(float(v)):
+                return False
+        except OverflowError:  # a 400-digit integer
+            return False
+    return True
 
 
 def parse_workload(data: bytes, source: str = "workload") -> Workload:

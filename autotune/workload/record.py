@@ -113,7 +113,10 @@ def line_from_recall(response: dict[str, Any], *, budget: str | None, version: s
         line["hindsight_scores_normalized"] = normalized
     if version:
         line["hindsight_version"] = version
-    parse_line(json.dumps(line, ensure_ascii=False), 0)  # what we write, `autotune run` accepts
+    try:
+        parse_line(json.dumps(line, ensure_ascii=False), 0)  # what we write, `autotune run` accepts
+    except WorkloadError as exc:  # an answer we would not write: counted as malformed, like the others
+        raise ValueError(exc.message.removeprefix("line 0: ")) from exc
     return line
 
 

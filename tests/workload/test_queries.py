@@ -79,3 +79,33 @@ def test_parser_never_crashes_on_arbitrary_bytes(data):
         parse_workload(data)
     except WorkloadError as exc:
         assert "\n" not in exc.message
+
+
+def _deep(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+@pytest.mark.parametrize(("extra", "says"), [
+    (f'"meta": {_deep(900)}', "nested more than 32 levels"),
+    ('"n": ' + "9" * 5000, "too many digits"),
+    ('"hindsight_scores": [' + "9" * 400 + ', 1.0]', "one finite number"),
+    ('"hindsight_scores": [1.0]', "one finite number"),
+])
+def test_lines_that_used_to_crash_later_are_refused_at_once(tmp_path, extra, says):
+    """Issue 36, item 12: each parsed, then died after the whole search (RecursionError while pickling,
+    ValueError, TypeError); now one line naming the line, before anything runs."""
+    from autotune.errors import WorkloadError
+    from autotune.workload.queries import load_workload
+
+    path = tmp_path / "w.jsonl"
+    path.write_text('{"query": "q", "documents": ["a", "b"], ' + extra + "}\n")
+    with pytest.raises(WorkloadError, match=says):
+        load_workload(path)
+
+
+def test_unscored_candidates_stay_allowed(tmp_path):
+    from autotune.workload.queries import load_workload
+
+    path = tmp_path / "w.jsonl"
+    path.write_text('{"query": "q", "documents": ["a", "b"], "hindsight_scores": [0.5, null]}\n')
+    assert load_workload(path).queries[0].extra["hindsight_scores"] == [0.5, None]
