@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -140,11 +142,28 @@ def parse_workload(data: bytes, source: str = "workload") -> Workload:
     return Workload(queries, sha256_bytes(data))
 
 
+MAX_WORKLOAD_BYTES = 64 * 1024 * 1024  # a recording of thousands of full pools is a few MB
+
+
 def load_workload(path: Path) -> Workload:
+    """A regular file of at most MAX_WORKLOAD_BYTES: a FIFO (which would block), a device such as /dev/zero
+    (which would never end) or a directory is refused before it is opened."""
     try:
-        data = Path(path).read_bytes()
+        info = os.stat(path)
     except FileNotFoundError as exc:
         raise WorkloadError(f"workload {path} does not exist") from exc
     except OSError as exc:
         raise WorkloadError(f"cannot read workload {path}: {exc.strerror}") from exc
+    if not stat.S_ISREG(info.st_mode):
+        raise WorkloadError(f"workload {path} is not a regular file (a pipe, a device or a directory cannot be "
+                            "replayed): write it to a file first")
+    limit_mb = MAX_WORKLOAD_BYTES // (1024 * 1024)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_WORKLOAD_BYTES + 1)
+    except OSError as exc:
+        raise WorkloadError(f"cannot read workload {path}: {exc.strerror}") from exc
+    if len(data) > MAX_WORKLOAD_BYTES:
+        raise WorkloadError(f"workload {path} is larger than {limit_mb} MB: keep the queries that matter "
+                            "(autotune replays each one many times)")
     return parse_workload(data, str(path))

@@ -109,3 +109,26 @@ def test_unscored_candidates_stay_allowed(tmp_path):
     path = tmp_path / "w.jsonl"
     path.write_text('{"query": "q", "documents": ["a", "b"], "hindsight_scores": [0.5, null]}\n')
     assert load_workload(path).queries[0].extra["hindsight_scores"] == [0.5, None]
+
+
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo", "directory", "too-large"])
+def test_a_workload_that_is_no_bounded_file_is_refused_before_it_is_read(tmp_path, kind, monkeypatch):
+    """Issue 36, item 11: /dev/zero read without limit; a FIFO with no writer hung."""
+    import os
+
+    import autotune.workload.queries as queries
+    from autotune.errors import WorkloadError
+
+    if kind == "dev-zero":
+        path = "/dev/zero"
+    elif kind == "fifo":
+        path = tmp_path / "fifo"
+        os.mkfifo(path)
+    elif kind == "directory":
+        path = tmp_path
+    else:
+        path = tmp_path / "big.jsonl"
+        path.write_text('{"query": "q", "documents": ["a"]}\n' * 100)
+        monkeypatch.setattr(queries, "MAX_WORKLOAD_BYTES", 1000)
+    with pytest.raises(WorkloadError, match="not a regular file" if kind != "too-large" else "larger than"):
+        queries.load_workload(path)
