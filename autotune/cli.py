@@ -43,22 +43,33 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+_SIGNALLED: list[int] = []  # set by the handlers below: what any exception raised after it really was
+
+
 @contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM (docker stop, kill) ends a command the way Ctrl-C does: staging cleaned up, one line, exit 130.
+def _signals_as_interrupt() -> Iterator[None]:
+    """Ctrl-C and SIGTERM (docker stop, kill) end a command the same way: staging cleaned up, one line, exit
+    130. Each is remembered, so that an interrupt that surfaces as something else (a C extension's import
+    cut short says `ImportError: initialization failed`) is still reported as the interrupt it was.
     `serve` installs its own handlers (a graceful drain) once it starts."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+    _SIGNALLED.clear()
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def interrupt(signum: int, frame: object) -> None:
+        _SIGNALLED.append(signum)
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, interrupt)
+    previous = {}
+    for sig, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL)):
+        if signal.getsignal(sig) == default:
+            previous[sig] = signal.signal(sig, interrupt)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def interrupted_message() -> str:
@@ -79,7 +90,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
     from autotune.fileio import reset_commits
 
     reset_commits()
-    with _sigterm_as_interrupt():
+    with _signals_as_interrupt():
         return _main(argv, out, err, debug)
 
 
@@ -106,6 +117,9 @@ def _main(argv: list[str], out: TextIO, err: TextIO, debug: bool) -> int:
     except Exception as exc:
         if debug:
             traceback.print_exc(file=err)
+        if _SIGNALLED:  # the signal came first; this is how it surfaced
+            print(interrupted_message(), file=err)
+            return int(ExitStatus.INTERRUPTED)
         first = str(exc).splitlines()[0] if str(exc) else ""
         print(f"autotune: internal error: {type(exc).__name__}: {first} (rerun with --debug for details)", file=err)
         return int(ExitStatus.INTERNAL)

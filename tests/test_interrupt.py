@@ -117,3 +117,23 @@ def test_sigterm_stops_like_ctrl_c(tmp_path, tiny_model_dir, workload_file):
     assert err.strip().splitlines()[-1].startswith("autotune: interrupted: nothing was written")
     assert "Traceback" not in err
     assert (tmp_path / ".env").read_bytes() == USER_ENV.encode()
+
+
+def test_an_interrupt_that_surfaces_as_another_error_is_reported_as_the_interrupt(monkeypatch, capsys):
+    """Issue 36, item 14: a SIGINT during a C extension's import gave exit 1, `ImportError: initialization
+    failed`. The signal came first: the command says it was interrupted, exit 130, no traceback."""
+    from autotune.cli import main
+    from autotune.commands import COMMANDS
+
+    def import_cut_short(args, out, err):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        except KeyboardInterrupt:
+            raise ImportError("initialization failed") from None  # what numpy's C init says
+        return 0
+
+    monkeypatch.setattr(COMMANDS["probe"], "run", import_cut_short)
+    assert main(["probe"]) == ExitStatus.INTERRUPTED
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "ImportError" not in err and "Traceback" not in err
