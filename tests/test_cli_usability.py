@@ -71,3 +71,9 @@ def test_a_connection_failure_names_the_url(tmp_path):
     status, _, err = run_cli(["verify", "--url", "http://127.0.0.1:9", "--bank", "b", "--queries",
                               str(tmp_path / "q.txt"), "--before", str(tmp_path / "before.jsonl")])
     assert status != 0 and "http://127.0.0.1:9" in err, err
+
+
+def test_a_negative_wait_is_refused(tmp_path):
+    """Issue 36, item 15: --wait-quiet -5 was accepted."""
+    status, _, err = run_cli(["run", "--workload", str(tmp_path / "w.jsonl"), "--wait-quiet", "-5"])
+    assert status == ExitStatus.BAD_OPTIONS and "--wait-quiet" in err

@@ -20,6 +20,7 @@ from autotune.search.selfcheck import SelfCheck
 from autotune.search.stats import percentile, relative_spread
 from autotune.workload.queries import Workload, parse_line
 from autotune.workload.record import (
+    check_url,
     line_from_recall,
     positive_seconds,
     post_with_retry,
@@ -100,7 +101,7 @@ def verify_cutover(url: str, bank: str, queries: Sequence[str], budgets: Sequenc
     seconds: dict[Job, list[float]] = {job: [] for job in jobs}
     last: dict[Job, dict[str, Any]] = {}
     per_round: list[list[float]] = []
-    with httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout_s) as client:
+    with httpx.Client(base_url=check_url(url), headers=headers, timeout=timeout_s) as client:
         version = server_version(client)
         for job in jobs:  # warm-up: sessions, arenas, caches
             _recall(client, path, job)

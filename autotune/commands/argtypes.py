@@ -26,6 +26,14 @@ def int_list(text: str) -> list[int]:
     return values
 
 
+def non_negative_float(text: str) -> float:
+    """A finite number of 0 or more (seconds to wait, say)."""
+    value = finite_float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
+    return value
+
+
 def finite_float(text: str) -> float:
     """A float that is neither NaN nor infinite: NaN compares false with everything and slips past checks."""
     try:

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from autotune.commands.argtypes import finite_float, int_list, positive_int
+from autotune.commands.argtypes import finite_float, int_list, non_negative_float, positive_int
 from autotune.errors import ExitStatus, OptionsError
 from autotune.runtime.targets import DEFAULT_TARGET, TARGET_NAMES
 
@@ -62,7 +62,7 @@ def add_parser(sub: Any) -> None:
                         "HINDSIGHT_API_RERANKER_TEI_MAX_CONCURRENT set in --env-file, else Hindsight's 8)")
     p.add_argument("--storage", help="Optuna storage URL (default: a journal file in the state dir)")
     p.add_argument("--fresh", action="store_true", help="discard the stored study and start over")
-    p.add_argument("--wait-quiet", type=finite_float, default=0.0, metavar="SECONDS",
+    p.add_argument("--wait-quiet", type=non_negative_float, default=0.0, metavar="SECONDS",
                    help="before measuring, wait up to this long for the load average to fall")
     p.add_argument("--write-baseline", action="store_true", help="when no configuration passes parity, write "
                                                                  "Hindsight's defaults rather than nothing")

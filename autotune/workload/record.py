@@ -132,6 +132,8 @@ class JsonlAppender:
 
     def __init__(self, path: Path, *, resume: bool) -> None:
         self.path = path
+        self._created = not path.exists()  # a file this run made, and wrote nothing into, is removed at close
+        self._lines = 0
         if path.exists() and not resume:
             raise OptionsError(f"{path} exists: pass --resume to continue it, or choose another -o")
         self.done: set[tuple[str, str | None]] = set()
@@ -173,10 +175,14 @@ class JsonlAppender:
     def append(self, obj: dict[str, Any]) -> None:
         self._fh.write(json.dumps(obj, ensure_ascii=False) + "\n")
         self._fh.flush()
+        self._lines += 1
         os.fsync(self._fh.fileno())
 
     def close(self) -> None:
+        """A failed first run leaves no empty file behind to block the same command ("exists")."""
         self._fh.close()
+        if self._created and self._lines == 0:
+            self.path.unlink(missing_ok=True)
 
 
 def read_queries(path: Path) -> list[str]:
@@ -207,6 +213,20 @@ def check_http_options(timeout_s: float, retries: int) -> None:
         raise OptionsError(f"--retries must be between 0 and 20, got {retries}")
 
 
+def check_url(url: str) -> str:
+    """Hindsight's base URL: http or https with a host, or a one-line OptionsError now (a URL without a
+    scheme was retried three times; `http://u:p@[::1` raised InvalidURL)."""
+    import httpx
+
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, ValueError, TypeError) as exc:
+        raise OptionsError(f"--url {url!r} is not a URL ({exc})") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise OptionsError(f"--url {url!r} must be an http(s) URL with a host, such as http://localhost:8888")
+    return url.rstrip("/")
+
+
 def recall_path(bank: str) -> str:
     """The bank id as exactly one path segment: `../admin` or `a#b` must never reach another route."""
     from urllib.parse import quote
@@ -222,11 +242,11 @@ def record_from_server(url: str, bank: str, queries: Sequence[str], budgets: Seq
     import httpx
 
     check_http_options(timeout_s, retries)
+    base = check_url(url)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     path = recall_path(bank)
     report = RecordReport()
     writer = JsonlAppender(out, resume=resume)
-    base = url.rstrip("/")
     try:
         with httpx.Client(base_url=base, headers=headers, timeout=timeout_s) as client:
             version = server_version(client)

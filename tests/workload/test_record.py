@@ -157,3 +157,25 @@ def test_url_needs_bank_and_queries(tmp_path):
                   stderr=err)
     assert status == ExitStatus.BAD_OPTIONS and "--bank" in err.getvalue()
     assert not (tmp_path / "o.jsonl").exists()
+
+
+@pytest.mark.parametrize("url", ["localhost:8888", "http://u:p@[::1", "ftp://host/x", "http://"])
+def test_a_url_that_is_not_http_is_refused_at_once_and_creates_nothing(tmp_path, url):
+    """Issue 36, items 13 and 15: no scheme was retried 3 times; a broken IPv6 host raised InvalidURL."""
+    (tmp_path / "q.txt").write_text("q\n")
+    out, err = io.StringIO(), io.StringIO()
+    status = main(["record", "--url", url, "--bank", "b", "--queries", str(tmp_path / "q.txt"), "-o",
+                   str(tmp_path / "w.jsonl")], stdout=out, stderr=err)
+    assert status == ExitStatus.BAD_OPTIONS and "--url" in err.getvalue(), err.getvalue()
+    assert len(err.getvalue().strip().splitlines()) == 1 and not (tmp_path / "w.jsonl").exists()
+
+
+def test_a_record_that_wrote_nothing_leaves_no_file_to_block_the_next(tmp_path):
+    """Issue 36, item 15: a failed first record left an empty file, and the same command then said 'exists'."""
+    (tmp_path / "q.txt").write_text("q\n")
+    args = ["record", "--url", "http://127.0.0.1:9", "--bank", "b", "--queries", str(tmp_path / "q.txt"), "-o",
+            str(tmp_path / "w.jsonl"), "--retries", "0", "--timeout", "2"]
+    first = main(args, stdout=io.StringIO(), stderr=io.StringIO())
+    assert first == ExitStatus.UPSTREAM and not (tmp_path / "w.jsonl").exists()
+    err = io.StringIO()
+    assert main(args, stdout=io.StringIO(), stderr=err) == ExitStatus.UPSTREAM and "exists" not in err.getvalue()
