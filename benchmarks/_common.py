@@ -69,3 +69,17 @@ def setup() -> tuple[object, object, EnginePool]:
     host = default_probe().probe()
     bundle = build_default_model()
     return host, bundle, EnginePool(bundle, has_vnni=host.has_vnni)
+
+
+def real_hindsight_setup() -> tuple[object, list[str]]:
+    """For the benchmarks on a real Hindsight: refuse where PostgreSQL with pgvector is missing, print the
+    host (its ISA: figures are this host's), and return it with the example's queries."""
+    from tests.real_hindsight import pgvector_missing
+
+    missing = pgvector_missing()
+    if missing:
+        raise SystemExit(f"cannot run a real Hindsight here: {missing}")
+    host = default_probe().probe()
+    print(f"host: {host.brand}, {host.cores.usable} usable cores, ISA "
+          f"{','.join(k for k, v in host.isa.items() if v)}, onnxruntime {host.onnxruntime}")
+    return host, (ROOT / "examples" / "queries.txt").read_text().splitlines()

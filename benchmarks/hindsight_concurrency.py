@@ -18,15 +18,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import _common  # noqa: F401  (puts the repository on sys.path)
 import httpx
+from _common import real_hindsight_setup
 
-from autotune.host import default_probe
 from autotune.outputs.envfile import managed_values
 from autotune.runtime.model import build_default_model
 from autotune.search.stats import percentile
 from autotune.workload.record import rerank_phase_seconds
-from tests.real_hindsight import RealHindsight, cli, memories, onnx_defaults, pgvector_missing
+from tests.real_hindsight import RealHindsight, cli, memories, onnx_defaults
 
 BANK = "concurrency"
 KEY = "HINDSIGHT_API_RERANKER_ONNX_MAX_CONCURRENT"
@@ -69,13 +68,8 @@ def main() -> None:
     parser.add_argument("--recalls", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    missing = pgvector_missing()
-    if missing:
-        raise SystemExit(f"cannot run a real Hindsight here: {missing}")
-    host = default_probe().probe()
-    print(f"host: {host.brand}, {host.cores.usable} usable cores, avx512_vnni={host.has_vnni}, "
-          f"onnxruntime {host.onnxruntime}")
-    queries = (Path(__file__).resolve().parent.parent / "examples" / "queries.txt").read_text().splitlines()[:8]
+    _, queries = real_hindsight_setup()
+    queries = queries[:8]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp) / "work"
         work.mkdir()

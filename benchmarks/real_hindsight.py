@@ -11,10 +11,9 @@ import argparse
 import tempfile
 from pathlib import Path
 
-import _common  # noqa: F401  (puts the repository on sys.path)
+from _common import real_hindsight_setup
 
-from autotune.host import default_probe
-from tests.real_hindsight import RealHindsight, cutover_flow, pgvector_missing
+from tests.real_hindsight import RealHindsight, cutover_flow
 
 
 def main() -> None:
@@ -24,13 +23,7 @@ def main() -> None:
     parser.add_argument("--budget", default="mid")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    missing = pgvector_missing()
-    if missing:
-        raise SystemExit(f"cannot run a real Hindsight here: {missing}")
-    host = default_probe().probe()
-    print(f"host: {host.brand}, {host.cores.usable} usable cores, ISA "
-          f"{','.join(k for k, v in host.isa.items() if v)}")
-    queries = (Path(__file__).resolve().parent.parent / "examples" / "queries.txt").read_text().splitlines()
+    _, queries = real_hindsight_setup()
     with tempfile.TemporaryDirectory() as tmp:
         h = RealHindsight(Path(tmp) / "hindsight")
         try:
