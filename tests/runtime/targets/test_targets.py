@@ -44,7 +44,7 @@ def test_onnx_target_replays_hindsights_provider():
     target = get_target("onnx")
     traits = target.traits(usable_cores=2, max_length=8192)
     assert traits == EngineTraits(sort_key="chars_desc", spinning=False, zero_threads=traits.zero_threads,
-                                  max_tokens=512)
+                                  max_tokens=512, shared_session=True)  # its workers share one session
     space = target.space(LIMITS)
     assert space.length_sort == (True,) and set(space.mem_arena) == {False, True}
     base = target.baseline(space)
