@@ -122,7 +122,10 @@ def prepare(opts: RunOptions, *, probe: HostProbe | None = None,
                      deadline)
     committed = profile_path(paths.profile_dir, paths.profile_name(host))
     if not opts.fresh and committed.is_file():
-        ctx.committed = load_profile(committed)
+        try:
+            ctx.committed = load_profile(committed)
+        except OptionsError as exc:  # unreadable: nothing to keep; this run replaces it
+            stage(f"the profile at {committed} cannot be read ({exc.message}): it is replaced, not raced")
     return ctx
 
 

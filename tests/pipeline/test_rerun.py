@@ -48,3 +48,14 @@ def test_a_rerun_races_the_committed_pick_and_says_what_it_did(tmp_path, tiny_mo
     fresh = io.StringIO()
     assert main([*args, "--fresh"], stdout=fresh, stderr=io.StringIO()) == ExitStatus.OK
     assert "rerun: " not in fresh.getvalue()
+
+
+def test_an_unreadable_committed_profile_is_replaced_not_raced(tmp_path, tiny_model_dir, workload_file):
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "n.yaml").write_text("# autotune profile\nschema: [unclosed\n")
+    err = io.StringIO()
+    status = main(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir), "--env-file",
+                   str(tmp_path / ".env"), "--profile-dir", str(tmp_path / "p"), "--name", "n", "--trials", "2",
+                   "--repeats", "1", "--final-rounds", "1", "--refine-rounds", "0"], stdout=io.StringIO(), stderr=err)
+    assert status == ExitStatus.OK and "cannot be read" in err.getvalue(), err.getvalue()
+    assert yaml.safe_load((tmp_path / "p" / "n.yaml").read_text())["name"] == "n"
