@@ -110,7 +110,8 @@ DEFAULT_CONTAINER_DIR = "/models/reranker"
 
 
 def render_for_profile(profile: dict[str, Any], profile_file: Path, *, env_file: Path, out: Path,
-                       hindsight_service: str = "hindsight", model_path_in_container: str | None = None) -> str | None:
+                       hindsight_service: str = "hindsight", model_path_in_container: str | None = None,
+                       fallback_container: str | None = None) -> str | None:
     """The override the profile's target needs: the sidecar service, or for an in-process target a read-only
     mount of the model directory it emitted, with its model-path keys at the container path. None for an
     in-process profile when no container path is given or recorded (nothing to mount it at)."""
@@ -125,7 +126,7 @@ def render_for_profile(profile: dict[str, Any], profile_file: Path, *, env_file:
                               hindsight_service=hindsight_service, cpus=cores, profile_file=Path(profile_file).name,
                               base=base)
     model = profile.get("model") or {}
-    container = model_path_in_container or model.get("path_in_container")
+    container = model_path_in_container or model.get("path_in_container") or fallback_container
     if not container or not model.get("dir"):
         return None
     return render_compose(profile_dir=Path(profile_file).parent, env_file=env_file, sidecar=False,
@@ -138,7 +139,8 @@ def write_for_profile(profile: dict[str, Any], profile_file: Path, *, env_file: 
     """`autotune compose`: the profile's override, never over a file autotune did not write."""
     check_compose_out(out)
     text = render_for_profile(profile, profile_file, env_file=env_file, out=out, hindsight_service=hindsight_service,
-                              model_path_in_container=model_path_in_container or DEFAULT_CONTAINER_DIR)
+                              model_path_in_container=model_path_in_container,
+                              fallback_container=DEFAULT_CONTAINER_DIR)
     if text is None:
         from autotune.errors import OptionsError
 

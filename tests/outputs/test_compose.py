@@ -87,3 +87,18 @@ def test_docker_compose_accepts_the_override(tmp_path, monkeypatch):
     assert result.returncode == 0, result.stderr
     merged = yaml.safe_load(result.stdout)
     assert merged["services"]["hindsight"]["environment"]["HINDSIGHT_API_RERANKER_PROVIDER"] == "tei"
+
+
+def test_compose_keeps_the_profiles_own_container_path(tmp_path):
+    """`autotune compose` without the flag mounts where the profile says, and only then at /models/reranker."""
+    import yaml as _yaml
+
+    from autotune.outputs.compose import write_for_profile
+
+    profile = {"target": "onnx", "model": {"dir": "models/n", "path_in_container": "/opt/rr"}}
+    out = write_for_profile(profile, tmp_path / "profiles" / "n.yaml", env_file=tmp_path / ".env",
+                            out=tmp_path / "compose.autotune.yaml")
+    assert _yaml.safe_load(out.read_text())["services"]["hindsight"]["volumes"][0].endswith(":/opt/rr:ro")
+    del profile["model"]["path_in_container"]
+    write_for_profile(profile, tmp_path / "profiles" / "n.yaml", env_file=tmp_path / ".env", out=out)
+    assert _yaml.safe_load(out.read_text())["services"]["hindsight"]["volumes"][0].endswith(":/models/reranker:ro")
