@@ -21,10 +21,10 @@ from pathlib import Path
 import httpx
 from _common import real_hindsight_setup
 
+from autotune.hindsight.trace import rerank_phase_seconds
 from autotune.outputs.envfile import managed_values
 from autotune.runtime.model import build_default_model
 from autotune.search.stats import percentile
-from autotune.workload.record import rerank_phase_seconds
 from tests.real_hindsight import RealHindsight, cli, memories, onnx_defaults
 
 BANK = "concurrency"

@@ -279,7 +279,7 @@ def test_resume_names_a_bad_line_and_changes_nothing(tmp_path):
 @pytest.mark.parametrize("bank", ["../../../admin/delete?x=", "my bank#1"])
 def test_bank_ids_stay_one_path_segment(bank):
     """D22."""
-    from autotune.workload.record import recall_path
+    from autotune.hindsight.client import recall_path
 
     path = recall_path(bank)
     assert path.startswith("/v1/default/banks/") and path.endswith("/memories/recall")

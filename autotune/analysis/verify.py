@@ -16,18 +16,12 @@ from typing import Any
 import numpy as np
 
 from autotune.errors import OptionsError, UpstreamError, WorkloadError
+from autotune.hindsight.client import check_url, post_with_retry, recall_path, server_version
+from autotune.hindsight.trace import positive_seconds, rerank_phase_seconds
 from autotune.search.selfcheck import SelfCheck
 from autotune.search.stats import percentile, relative_spread
 from autotune.workload.queries import Workload, parse_line
-from autotune.workload.record import (
-    check_url,
-    line_from_recall,
-    positive_seconds,
-    post_with_retry,
-    recall_path,
-    rerank_phase_seconds,
-    server_version,
-)
+from autotune.workload.record import line_from_recall
 
 Job = tuple[str, str]  # (query, budget)
 

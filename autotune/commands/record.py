@@ -34,9 +34,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from tqdm import tqdm
 
     from autotune.errors import OptionsError
+    from autotune.hindsight.client import API_KEY_ENV, check_http_options
     from autotune.workload.record import (
-        API_KEY_ENV,
-        check_http_options,
         parse_budgets,
         read_queries,
         record_from_server,
@@ -63,6 +62,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
           + (f" ({report.skipped_existing} already there)" if report.skipped_existing else ""), file=out)
     for failure in report.failures:
         print(f"skipped: {failure}", file=out)
+    for note in report.notes:
+        print(f"note: {note}", file=out)
     if report.failures:
         print(f"{len(report.failures)} failed; rerun with --resume to retry them", file=out)
     if args.model is not None and (report.written or report.skipped_existing):

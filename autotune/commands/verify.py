@@ -43,9 +43,10 @@ def _model_dir(args: argparse.Namespace, profile: dict[str, Any] | None) -> Path
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from autotune.analysis.verify import verify_cutover
     from autotune.errors import OptionsError
+    from autotune.hindsight.client import API_KEY_ENV
     from autotune.outputs.profile import load_profile
     from autotune.workload.queries import load_workload
-    from autotune.workload.record import API_KEY_ENV, parse_budgets, read_queries
+    from autotune.workload.record import parse_budgets, read_queries
 
     if args.min_gain <= 0 or args.timeout <= 0:
         raise OptionsError("--min-gain and --timeout must be positive")

@@ -17,6 +17,7 @@ import numpy as np
 import optuna
 
 from autotune.errors import OptionsError, WorkloadError
+from autotune.hindsight.versions import parse_version
 from autotune.host import HostInfo, HostProbe, default_probe, run_conditions
 from autotune.outputs.commit import check_outputs, write_outputs
 from autotune.outputs.envfile import parse_env, read_text_exact, user_values
@@ -42,7 +43,6 @@ from autotune.search.space import SearchSettings
 from autotune.search.stats import NOISY_SPREAD
 from autotune.search.study import best_feasible_config, open_study, run_study, shared_lock, trial_records
 from autotune.workload.candidate_cap import CandidateCap, apply_cap, cap_from_env
-from autotune.workload.hindsight_versions import parse_version
 from autotune.workload.queries import Workload, load_workload
 
 ProgressFn = Callable[[optuna.Study, optuna.trial.FrozenTrial], None]

@@ -9,19 +9,19 @@ The document string is rebuilt the way the answering Hindsight version's reranke
 from __future__ import annotations
 
 import json
-import math
 import os
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from autotune.errors import OptionsError, UpstreamError, WorkloadError
-from autotune.workload.hindsight_versions import date_part, render, rules_for
+from autotune.hindsight.client import check_http_options, check_url, post_with_retry, recall_path, server_version
+from autotune.hindsight.trace import pool_facts, recall_pool, rerank_phase_seconds
+from autotune.hindsight.versions import date_part, render, rules_for
+from autotune.workload.candidate_cap import DEFAULT_ENCODING
 from autotune.workload.queries import parse_line
 
-API_KEY_ENV = "HINDSIGHT_API_KEY"
 BUDGETS = ("low", "mid", "high")
 
 
@@ -30,35 +30,8 @@ def render_document(text: str, context: str | None, event_date: str | None) -> s
     return render(text, context, date_part(event_date))
 
 
-MAX_SECONDS = 86_400.0  # a day: no recall's phase takes longer
-
-
-def positive_seconds(value: Any, what: str) -> float:
-    """A duration from outside (a server's trace, a recording): a finite number of seconds above zero, or a
-    ValueError that names it. NaN, 1e308-as-infinity, negatives and zero would make every ratio a lie."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{what} is not a number of seconds ({type(value).__name__})")
-    try:
-        seconds = float(value)
-    except OverflowError:
-        raise ValueError(f"{what} is too large to be a duration") from None
-    if not math.isfinite(seconds) or seconds <= 0 or seconds > MAX_SECONDS:
-        raise ValueError(f"{what} is {seconds!r}, not a duration between 0 and {MAX_SECONDS:.0f} seconds")
-    return seconds
-
-
-def rerank_phase_seconds(trace: dict[str, Any]) -> float | None:
-    """Hindsight's own time for the reranking phase (`summary.phase_metrics`), or None when the trace has
-    none; a ValueError when it has one that is not a duration."""
-    summary = trace.get("summary") if isinstance(trace.get("summary"), dict) else {}
-    metrics = summary.get("phase_metrics") if isinstance(summary, dict) else None
-    for m in metrics if isinstance(metrics, list) else []:
-        if isinstance(m, dict) and (m.get("phase_name") or m.get("phase")) == "reranking":
-            return positive_seconds(m.get("duration_seconds"), "the reranking phase's duration_seconds")
-    return None
-
-
-def line_from_recall(response: dict[str, Any], *, budget: str | None, version: str | None) -> dict[str, Any]:
+def line_from_recall(response: dict[str, Any], *, budget: str | None, version: str | None,
+                     encoding: str = DEFAULT_ENCODING) -> dict[str, Any]:
     """One queries.jsonl object from one recall response (or a bare trace)."""
     if not isinstance(response, dict):
         raise ValueError(f"the response is a JSON {type(response).__name__}, not an object")
@@ -113,6 +86,9 @@ def line_from_recall(response: dict[str, Any], *, budget: str | None, version: s
         line["hindsight_scores_normalized"] = normalized
     if version:
         line["hindsight_version"] = version
+    replay = replay_facts(response, node_ids, line.get("hindsight_scores"), encoding)
+    if replay is not None:
+        line["replay"] = replay
     try:
         parse_line(json.dumps(line, ensure_ascii=False), 0)  # what we write, `autotune run` accepts
     except WorkloadError as exc:  # an answer we would not write: counted as malformed, like the others
@@ -120,11 +96,61 @@ def line_from_recall(response: dict[str, Any], *, budget: str | None, version: s
     return line
 
 
+def replay_facts(response: dict[str, Any], node_ids: list[str], scores: list[Any] | None,
+                 encoding: str) -> dict[str, Any] | None:
+    """The line's `replay` object (`hindsight.trace.pool_facts`), with whether replaying Hindsight's own scores
+    through `hindsight.ordering` gives back the results it returned (`reproduced`); None when the response
+    lacks what a replay needs (an older Hindsight, a bare trace)."""
+    try:
+        facts = pool_facts(response, encoding)
+        pool = recall_pool(facts, node_ids)
+        kept = pool.kept(facts.get("recorded_cap"))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if scores is not None and all(isinstance(s, (int, float)) for s in scores):
+        facts["reproduced"] = pool.results(kept, [scores[i] for i in kept]) == facts["results"]
+    else:
+        facts["reproduced"] = False
+    return facts
+
+
+def replay_notes(lines: list[dict[str, Any]]) -> list[str]:
+    """What limits a replay of these recorded recalls, in one line each: said by `record`, and again by `run`."""
+    notes = []
+    missing = sum(1 for ln in lines if "replay" not in ln)
+    if missing:
+        notes.append(f"{missing} recall(s) carry no fused pool (trace.rrf_merged) or results: their pool size "
+                     "cannot be tuned")
+    replays = [ln["replay"] for ln in lines if "replay" in ln]
+    capped = sorted({r["recorded_cap"] for r in replays if "recorded_cap" in r})
+    if capped:
+        notes.append(f"Hindsight had already cut the pool (MAX_CANDIDATES {', '.join(map(str, capped))}): caps up to "
+                     "that size can be replayed, no larger")
+    zeros = sum(r.get("deadline_zeros", 0) for r in replays)
+    if zeros:
+        notes.append(f"{zeros} candidate(s) were left unscored by a deadline (score 0): record with "
+                     "HINDSIGHT_API_RERANKER_ONNX_TIMEOUT=0 so that every candidate is scored")
+    unreproduced = sum(1 for r in replays if not r.get("reproduced"))
+    if unreproduced:
+        notes.append(f"{unreproduced} of {len(replays)} recall(s) do not come out as Hindsight returned them when "
+                     "replayed (min_scores, prefer_observations, a different TOKENIZER_ENCODING or a decision "
+                     "model): they are left out of the result-quality gate")
+    return notes
+
+
 @dataclass
 class RecordReport:
     written: int = 0
     skipped_existing: int = 0
     failures: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what limits a replay of what was written (`replay_notes`)
+    lines: list[dict[str, Any]] = field(default_factory=list, repr=False)
+
+    def add(self, writer: JsonlAppender, line: dict[str, Any]) -> None:
+        writer.append(line)
+        self.written += 1
+        self.lines.append(line)
+        self.notes = replay_notes(self.lines)
 
 
 class JsonlAppender:
@@ -204,38 +230,6 @@ def parse_budgets(text: str) -> list[str]:
     return budgets
 
 
-def check_http_options(timeout_s: float, retries: int) -> None:
-    import math
-
-    if not math.isfinite(timeout_s) or timeout_s <= 0:
-        raise OptionsError(f"--timeout must be a positive number of seconds, got {timeout_s}")
-    if not 0 <= retries <= 20:
-        raise OptionsError(f"--retries must be between 0 and 20, got {retries}")
-
-
-def check_url(url: str) -> str:
-    """Hindsight's base URL: http or https with a host, or a one-line OptionsError now (a URL without a
-    scheme was retried three times; `http://u:p@[::1` raised InvalidURL)."""
-    import httpx
-
-    try:
-        parsed = httpx.URL(url)
-    except (httpx.InvalidURL, ValueError, TypeError) as exc:
-        raise OptionsError(f"--url {url!r} is not a URL ({exc})") from None
-    if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise OptionsError(f"--url {url!r} must be an http(s) URL with a host, such as http://localhost:8888")
-    return url.rstrip("/")
-
-
-def recall_path(bank: str) -> str:
-    """The bank id as exactly one path segment: `../admin` or `a#b` must never reach another route."""
-    from urllib.parse import quote
-
-    if not bank or not bank.strip() or bank in (".", "..") or any(ord(c) < 32 for c in bank) or len(bank) > 256:
-        raise OptionsError(f"--bank {bank!r} is not a bank id Hindsight accepts")
-    return f"/v1/default/banks/{quote(bank, safe='')}/memories/recall"
-
-
 def record_from_server(url: str, bank: str, queries: Sequence[str], budgets: Sequence[str], out: Path, *,
                        api_key: str | None, resume: bool = False, timeout_s: float = 30.0, retries: int = 2,
                        progress: Callable[[Iterable[Any]], Iterable[Any]] = iter) -> RecordReport:
@@ -258,8 +252,7 @@ def record_from_server(url: str, bank: str, queries: Sequence[str], budgets: Seq
                 try:
                     response = post_with_retry(client, path, {"query": query, "budget": budget, "trace": True},
                                                 retries)
-                    writer.append(line_from_recall(response, budget=budget, version=version))
-                    report.written += 1
+                    report.add(writer, line_from_recall(response, budget=budget, version=version))
                 except (UpstreamError, ValueError) as exc:
                     report.failures.append(f"query #{number} ({budget}): {exc}")
     finally:
@@ -267,71 +260,6 @@ def record_from_server(url: str, bank: str, queries: Sequence[str], budgets: Seq
     if report.written == 0 and report.skipped_existing == 0 and report.failures:
         raise UpstreamError(f"every recall failed; first: {report.failures[0]}")
     return report
-
-
-def server_version(client: Any) -> str | None:
-    import httpx
-
-    try:
-        resp = client.get("/version")
-        if resp.status_code != 200:
-            return None
-        try:
-            body = resp.json()
-        except ValueError:
-            return resp.text.strip()[:40] or None
-        if isinstance(body, dict):
-            return str(body.get("version") or body.get("api_version") or "") or None
-        return str(body)[:40]
-    except httpx.HTTPError:
-        return None
-
-
-def _post_by_deadline(client: Any, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
-    """One POST whose whole exchange, headers and body, must finish within the client's timeout.
-
-    httpx's time-outs apply per read, so a server that drips a byte a second never trips them;
-    the body is read in pieces against one deadline instead.
-    """
-    import httpx
-
-    limit = client.timeout.read or 30.0
-    deadline = time.monotonic() + limit
-    chunks = []
-    with client.stream("POST", path, json=body) as resp:
-        for chunk in resp.iter_bytes():
-            chunks.append(chunk)
-            if time.monotonic() > deadline:
-                raise httpx.ReadTimeout(f"no complete answer within {limit:g} s")
-        return resp.status_code, b"".join(chunks)
-
-
-def post_with_retry(client: Any, path: str, body: dict[str, Any], retries: int) -> dict[str, Any]:
-    import httpx
-
-    delay = 0.5
-    for attempt in range(retries + 1):
-        try:
-            status, payload = _post_by_deadline(client, path, body)
-        except httpx.TimeoutException:
-            problem = "timed out"
-        except httpx.TransportError as exc:
-            problem = f"connection to {client.base_url} failed ({type(exc).__name__})"
-        else:
-            if status == 200:
-                try:
-                    return json.loads(payload)
-                except (ValueError, RecursionError) as exc:
-                    raise UpstreamError("response is not JSON") from exc
-            if status in (401, 403):
-                raise UpstreamError(f"HTTP {status}: check the API key")
-            problem = f"HTTP {status}"
-            if status < 500 and status != 429:
-                raise UpstreamError(problem)
-        if attempt < retries:
-            time.sleep(delay)
-            delay *= 2
-    raise UpstreamError(f"{problem} after {retries + 1} attempts")
 
 
 def record_from_traces(directory: Path, out: Path, *, resume: bool = False) -> RecordReport:
@@ -349,8 +277,7 @@ def record_from_traces(directory: Path, out: Path, *, resume: bool = False) -> R
                 if (line["query"], budget) in writer.done:
                     report.skipped_existing += 1
                     continue
-                writer.append(line)
-                report.written += 1
+                report.add(writer, line)
             except (ValueError, UnicodeDecodeError, RecursionError, OSError) as exc:
                 report.failures.append(f"{path.name}: {getattr(exc, 'strerror', None) or exc}")
     finally:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from autotune.workload.hindsight_versions import parse_version, rules_for
+from autotune.hindsight.versions import parse_version, rules_for
 from autotune.workload.record import line_from_recall
 
 

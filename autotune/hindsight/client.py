@@ -1,0 +1,109 @@
+"""Hindsight's HTTP API as `record` and `verify` call it: checked URLs, one bank's recall route, and POSTs
+with a whole-exchange deadline and bounded retries."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from autotune.errors import OptionsError, UpstreamError
+
+API_KEY_ENV = "HINDSIGHT_API_KEY"
+
+
+def check_http_options(timeout_s: float, retries: int) -> None:
+    import math
+
+    if not math.isfinite(timeout_s) or timeout_s <= 0:
+        raise OptionsError(f"--timeout must be a positive number of seconds, got {timeout_s}")
+    if not 0 <= retries <= 20:
+        raise OptionsError(f"--retries must be between 0 and 20, got {retries}")
+
+
+def check_url(url: str) -> str:
+    """Hindsight's base URL: http or https with a host, or a one-line OptionsError now (a URL without a
+    scheme was retried three times; `http://u:p@[::1` raised InvalidURL)."""
+    import httpx
+
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, ValueError, TypeError) as exc:
+        raise OptionsError(f"--url {url!r} is not a URL ({exc})") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise OptionsError(f"--url {url!r} must be an http(s) URL with a host, such as http://localhost:8888")
+    return url.rstrip("/")
+
+
+def recall_path(bank: str) -> str:
+    """The bank id as exactly one path segment: `../admin` or `a#b` must never reach another route."""
+    from urllib.parse import quote
+
+    if not bank or not bank.strip() or bank in (".", "..") or any(ord(c) < 32 for c in bank) or len(bank) > 256:
+        raise OptionsError(f"--bank {bank!r} is not a bank id Hindsight accepts")
+    return f"/v1/default/banks/{quote(bank, safe='')}/memories/recall"
+
+
+def server_version(client: Any) -> str | None:
+    import httpx
+
+    try:
+        resp = client.get("/version")
+        if resp.status_code != 200:
+            return None
+        try:
+            body = resp.json()
+        except ValueError:
+            return resp.text.strip()[:40] or None
+        if isinstance(body, dict):
+            return str(body.get("version") or body.get("api_version") or "") or None
+        return str(body)[:40]
+    except httpx.HTTPError:
+        return None
+
+
+def _post_by_deadline(client: Any, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
+    """One POST whose whole exchange, headers and body, must finish within the client's timeout.
+
+    httpx's time-outs apply per read, so a server that drips a byte a second never trips them;
+    the body is read in pieces against one deadline instead.
+    """
+    import httpx
+
+    limit = client.timeout.read or 30.0
+    deadline = time.monotonic() + limit
+    chunks = []
+    with client.stream("POST", path, json=body) as resp:
+        for chunk in resp.iter_bytes():
+            chunks.append(chunk)
+            if time.monotonic() > deadline:
+                raise httpx.ReadTimeout(f"no complete answer within {limit:g} s")
+        return resp.status_code, b"".join(chunks)
+
+
+def post_with_retry(client: Any, path: str, body: dict[str, Any], retries: int) -> dict[str, Any]:
+    import httpx
+
+    delay = 0.5
+    for attempt in range(retries + 1):
+        try:
+            status, payload = _post_by_deadline(client, path, body)
+        except httpx.TimeoutException:
+            problem = "timed out"
+        except httpx.TransportError as exc:
+            problem = f"connection to {client.base_url} failed ({type(exc).__name__})"
+        else:
+            if status == 200:
+                try:
+                    return json.loads(payload)
+                except (ValueError, RecursionError) as exc:
+                    raise UpstreamError("response is not JSON") from exc
+            if status in (401, 403):
+                raise UpstreamError(f"HTTP {status}: check the API key")
+            problem = f"HTTP {status}"
+            if status < 500 and status != 429:
+                raise UpstreamError(problem)
+        if attempt < retries:
+            time.sleep(delay)
+            delay *= 2
+    raise UpstreamError(f"{problem} after {retries + 1} attempts")
