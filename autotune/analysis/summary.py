@@ -11,6 +11,7 @@ from autotune.search.finalists import SearchResult
 if TYPE_CHECKING:
     from autotune.analysis.bench import BenchResult
     from autotune.analysis.explain import ExplainResult
+    from autotune.search.scope import ScopeOutcome
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -38,11 +39,12 @@ def format_host(host: HostInfo) -> str:
 
 
 def format_result(result: SearchResult) -> str:
-    base = None if result.baseline is None else result.baseline.latency.p95_ms
+    raced = next((f for f in result.finalists if f.is_baseline), None)  # the finalists' own race's baseline
+    base = None if raced is None else raced.latency.p95_ms
     rows = []
     for f in sorted(result.finalists, key=lambda f: f.latency.p95_ms):
         tag = " (baseline: Hindsight default)" if f.is_baseline else ""
-        mark = "*" if f is result.winner else " "
+        mark = "*" if f.config == result.winner.config and result.winner in result.finalists else " "
         parity = "ok" if f.parity is None or f.parity.passed else "FAIL"
         rows.append([mark, f.config.label() + tag, f"{f.latency.p50_ms:.1f}", f"{f.latency.p95_ms:.1f}",
                      "n/a" if base is None else f"{base / f.latency.p95_ms:.2f}x", parity])
@@ -75,13 +77,44 @@ def format_result(result: SearchResult) -> str:
                    f"at {memory.get('tuner_peak_rss_mb') or 0:.0f} MB RSS, budget {memory['budget_mb']:.0f} MB")
     if result.rerun:
         out.append(f"rerun: {result.rerun}")
-    chosen = f"Chosen: {result.winner.config.label()} -> p95 {result.winner.latency.p95_ms:.1f} ms"
+    if result.scope is not None:
+        out += ["", *format_scope(result.scope)]
+    base = None if result.baseline is None else result.baseline.latency.p95_ms
+    chosen = f"Chosen: {result.winner.config.label()}"
+    if result.scope is not None:
+        chosen += f", {result.scope.scope.label()}"
+    chosen += f" -> p95 {result.winner.latency.p95_ms:.1f} ms"
     if base is None:
         out += [f"{chosen}; the baseline was not raced: {result.baseline_skipped}"]
     else:
         out += [f"{chosen}, {result.speedup_p95:.2f}x the baseline's p95 ({base:.1f} ms)"]
     out += [f"warning: {w}" for w in result.warnings]
     return "\n".join(out)
+
+
+def format_scope(scope: ScopeOutcome) -> list[str]:
+    """The pool frontier: each token cut on the whole pool, and the smallest caps that keep the results."""
+    gate = scope.gate
+    out = [f"How much Hindsight scores, under the result gate (per query, the share of fp32's whole-pool results "
+           f"still returned: mean >= {gate.min_mean:g}, every query >= {gate.min_query:g}, "
+           f"first 10 >= {gate.min_mean:g}; "
+           f"{scope.recorded_queries} queries replayed from the recording):"]
+    rows = []
+    for p in sorted(scope.points, key=lambda p: (p.p95_ms is None, p.p95_ms or 0.0, -p.agreement.mean)):
+        a = p.agreement
+        mark = "*" if p.scope == scope.scope and p.passed else " "
+        rows.append([mark, p.scope.label(), str(p.pairs), f"{a.mean:.3f}", f"{a.worst:.3f}", f"{a.head_mean:.3f}",
+                     f"{a.top1:.0%}",
+                     "-" if p.p95_ms is None else f"{p.p95_ms:.1f}", "ok" if p.passed else "below the floor"])
+    if rows:
+        out.append(table(["", "scope", "pairs", "mean", "worst", "first 10", "top still 1st", "p95 ms", "gate"],
+                         rows))
+    if scope.note:
+        out.append(f"pool: {scope.note}")
+    if scope.engine_only is not None and scope.pairs_scored < scope.pairs_whole:
+        out.append(f"pool: {scope.pairs_scored} pairs scored instead of {scope.pairs_whole}; the engine alone on the "
+                   f"whole pool: p95 {scope.engine_only.latency.p95_ms:.1f} ms in the same race")
+    return out
 
 
 def format_bench(result: BenchResult) -> str:

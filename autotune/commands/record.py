@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any, TextIO
 
+from autotune.commands.argtypes import positive_int
 from autotune.errors import ExitStatus
 
 NAME = "record"
@@ -20,6 +21,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--bank", help="memory bank id (with --url)")
     p.add_argument("--queries", type=Path, help="text file, one query per line (with --url)")
     p.add_argument("--budget", default="mid", help="comma-separated subset of low,mid,high")
+    p.add_argument("--max-tokens", type=positive_int, default=None,
+                   help="the recall's max_tokens, as your agent sends it (default: Hindsight's, 4096): how many "
+                        "results come back, which the result-quality gate of `run` compares")
     p.add_argument("--api-key", help="or set HINDSIGHT_API_KEY; never printed or stored")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per recall, start to end")
     p.add_argument("--retries", type=int, default=2, help="retries per recall on time-outs, 429 and 5xx")
@@ -57,7 +61,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
         report = record_from_server(args.url, args.bank, queries, budgets, args.out,
                                     api_key=args.api_key or os.environ.get(API_KEY_ENV), resume=args.resume,
-                                    timeout_s=args.timeout, retries=args.retries, progress=progress)
+                                    timeout_s=args.timeout, retries=args.retries, progress=progress,
+                                    max_tokens=args.max_tokens)
     print(f"recorded {report.written} recalls into {args.out}"
           + (f" ({report.skipped_existing} already there)" if report.skipped_existing else ""), file=out)
     for failure in report.failures:

@@ -60,6 +60,15 @@ def add_parser(sub: Any) -> None:
                    help="time each candidate under this many concurrent recalls, queueing included; for onnx "
                         "it also searches ONNX_MAX_CONCURRENT (default: 1; for tei, "
                         "HINDSIGHT_API_RERANKER_TEI_MAX_CONCURRENT set in --env-file, else Hindsight's 8)")
+    p.add_argument("--min-result-agreement", type=finite_float, default=0.95, metavar="SHARE",
+                   help="the result-quality gate: per query, the share of the fp32 whole-pool results Hindsight "
+                        "must still return, on average; a smaller pool, shorter candidates, int8 or a shorter "
+                        "--max-tokens that keep less are rejected (strict by default: 1 result in 20 may change)")
+    p.add_argument("--min-query-agreement", type=finite_float, default=0.8, metavar="SHARE",
+                   help="the same, for the worst single query: no recall may lose more than this")
+    p.add_argument("--no-pool-tuning", action="store_true",
+                   help="do not choose HINDSIGHT_API_RERANKER_MAX_CANDIDATES_<LEVEL> or MAX_TOKENS_PER_CANDIDATE "
+                        "(tune only how fast each pair is scored)")
     p.add_argument("--storage", help="Optuna storage URL (default: a journal file in the state dir)")
     p.add_argument("--fresh", action="store_true", help="discard the stored study and start over")
     p.add_argument("--wait-quiet", type=non_negative_float, default=0.0, metavar="SECONDS",
@@ -95,6 +104,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from autotune.pipeline.options import RunOptions
     from autotune.pipeline.tune import tune
     from autotune.runtime.targets import get_target
+    from autotune.search.scope import ResultGate
     from autotune.search.space import SearchSettings
 
     settings = SearchSettings(trials=args.trials, timeout_s=args.timeout, seed=args.seed, repeats=args.repeats,
@@ -110,7 +120,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                       model_out=args.model_out, model_path_in_container=args.model_path_in_container,
                       accept_mismatch=args.accept_mismatch, wait_quiet_s=args.wait_quiet,
                       write_baseline=args.write_baseline, max_tokens=args.max_tokens,
-                      concurrency=args.concurrency)
+                      concurrency=args.concurrency, tune_pool=not args.no_pool_tuning,
+                      result_gate=ResultGate(args.min_result_agreement, args.min_query_agreement))
     with TrialProgress(settings.trials, err) as progress:
         outcome = tune(opts, progress=progress.update, on_stage=progress.stage)
     print(format_result(outcome.result), file=out)

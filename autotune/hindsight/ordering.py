@@ -90,6 +90,10 @@ class RecallPool:
         ranked = self._ranked()
         return next((i for i, node in enumerate(ranked) if node not in have), len(ranked))
 
+    def full(self) -> list[int]:
+        """The documents Hindsight reranked when this was recorded (the largest pool a replay can hold)."""
+        return self.kept(None if len(self.pool) <= len(self.node_ids) else self.scorable)
+
     def kept(self, cap: int | None) -> list[int]:
         """The documents (indices) Hindsight reranks at this cap, in the order it hands them to the reranker."""
         if cap is not None and cap < 1:

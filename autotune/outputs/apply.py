@@ -12,6 +12,7 @@ from pathlib import Path
 
 from autotune.errors import DriftError, OptionsError
 from autotune.fileio import StagedFiles, deferred_interrupts
+from autotune.hindsight.keys import SCOPE_KEYS
 from autotune.host import HostInfo
 from autotune.outputs.compose import render_for_profile
 from autotune.outputs.drift import check_profile
@@ -60,7 +61,7 @@ def apply_profile(path: Path, host: HostInfo, *, env_file: Path, compose_file: P
         raise OptionsError(f"profile {path} has no `env` keys (written before autotune 0.3): rerun autotune run")
     keys = {str(k): str(v) for k, v in keys.items()}
     target = get_target(profile_target(profile))
-    foreign = sorted(k for k in keys if k not in target.env_names)
+    foreign = sorted(k for k in keys if k not in target.env_names and k not in SCOPE_KEYS)
     if foreign:  # a profile is input: it may set exactly the keys its target writes, nothing else
         raise OptionsError(f"profile {path} carries keys its `{target.name}` target never writes: "
                            f"{', '.join(repr(k) for k in foreign[:3])}{' ...' if len(foreign) > 3 else ''}")

@@ -156,6 +156,8 @@ def _commit(paths: OutputPaths, *, target: Target, result: SearchResult, host: H
                      max_tokens=max_tokens, usable_cores=host.cores.usable,
                      client_keys=(result.load or {}).get("client_keys", {}))
     keys = target.env_keys(result.winner.config, ctx)
+    if result.scope is not None:
+        keys.update(result.scope.env_keys())  # what Hindsight hands any provider: the pool, the token cut
     profile = build_profile(name=name, target=target, result=result, host=host, bundle=bundle, model_ref=model_ref,
                             workload=workload, space=space, settings=settings, conditions=conditions,
                             int8_sample=int8_sample, max_tokens=max_tokens, env_keys=keys,

@@ -46,6 +46,7 @@ def build_profile(*, name: str, target: Target, result: SearchResult, host: Host
             "measured": "finalists and baseline re-measured interleaved in one run; per-query medians",
         },
         "memory": result.memory,
+        "scope": None if result.scope is None else result.scope.to_dict(),
         "load": result.load,
         "parity": {**(winner.parity.to_dict() if winner.parity else {}), "int8_vs_fp32": int8_sample},
         "search": {

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from autotune.outputs.commit import OutputPaths
 from autotune.outputs.profile import DEFAULT_TEI_URL
 from autotune.runtime.targets import DEFAULT_TARGET
+from autotune.search.scope import ResultGate
 from autotune.search.space import SearchSettings
 
 if TYPE_CHECKING:
@@ -45,6 +46,8 @@ class RunOptions:
     write_baseline: bool = False  # when nothing passes parity, write Hindsight's defaults instead of nothing
     max_tokens: int | None = None  # the onnx target's ONNX_MAX_TOKENS (default: 512 or the model's limit)
     concurrency: int | None = None  # tei: recalls at once to tune under (default: Hindsight's TEI_MAX_CONCURRENT)
+    result_gate: ResultGate = field(default_factory=ResultGate)  # the floor on what Hindsight still returns
+    tune_pool: bool = True  # choose MAX_CANDIDATES_<LEVEL> and MAX_TOKENS_PER_CANDIDATE too
 
     def outputs(self) -> OutputPaths:
         return OutputPaths(env_file=self.env_file, profile_dir=self.profile_dir, compose_file=self.compose_file,

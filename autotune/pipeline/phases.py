@@ -23,6 +23,7 @@ from autotune.outputs.commit import check_outputs, write_outputs
 from autotune.outputs.envfile import parse_env, read_text_exact, user_values
 from autotune.outputs.profile import check_name, load_profile, profile_config, profile_path
 from autotune.pipeline.options import RunOptions, RunOutcome
+from autotune.pipeline.scoping import Picked, scope_phase
 from autotune.runtime.engine import EngineConfig, EngineTraits, ScoringPool
 from autotune.runtime.model import ModelBundle, resolve_model
 from autotune.runtime.sessions import EnginePool
@@ -269,6 +270,11 @@ def judge(ctx: RunContext, searched: Searched, refined: RefineResult | None, fin
     if held is not None:
         winner, rerun = challenge(held, winner)
         ctx.stage(f"rerun: {rerun}")
+    picked = Picked(winner, None if baseline_skipped else finalists[0], finalists)
+    clock = time.monotonic()
+    scoped = scope_phase(ctx, picked, gate=ctx.opts.result_gate, tune_pool=ctx.opts.tune_pool)
+    phases["scope"] = time.monotonic() - clock
+    winner = picked.winner
     served_load = None
     if ctx.target.sidecar:
         served_load = _served_load(pool, winner, passing or finalists[:1], workload, ctx.user_env, ctx.traffic,
@@ -282,12 +288,12 @@ def judge(ctx: RunContext, searched: Searched, refined: RefineResult | None, fin
     if settings.final_rounds < 2:
         conditions["note"] = "with one final round the spread cannot be judged: trustworthiness unknown (use 2 or more)"
     cap = None if ctx.cap is None else {**ctx.cap.to_dict(), "file_sha256": ctx.source_sha256}
-    result = SearchResult(searched.study_name, winner, None if baseline_skipped else finalists[0], finalists,
+    result = SearchResult(searched.study_name, winner, picked.baseline, finalists,
                           trial_records(searched.study), noise, searched.resumed, refined=refined,
                           dropped=ctx.dropped, memory=memory, trials_planned=searched.trials,
                           elapsed_s=time.monotonic() - ctx.started, baseline_skipped=baseline_skipped,
                           candidate_cap=cap, phases_s=phases, load=served_load,
-                          concurrency=ctx.traffic.concurrency, rerun=rerun)
+                          concurrency=ctx.traffic.concurrency, rerun=rerun, scope=scoped)
     return result, conditions, int8_sample
 
 

@@ -30,6 +30,7 @@ from autotune.workload.queries import Query, Workload
 if TYPE_CHECKING:
     from autotune.search.prechecks import Dropped
     from autotune.search.refine import RefineResult
+    from autotune.search.scope import ScopeOutcome
 
 
 @dataclass
@@ -63,6 +64,7 @@ class SearchResult:
     load: dict[str, Any] | None = None  # the tei sidecar under concurrent recalls, and its client keys
     concurrency: int = 1  # recalls at once every candidate was timed under (queueing in its latency)
     rerun: str | None = None  # on a rerun: whether the committed pick was kept, and why
+    scope: ScopeOutcome | None = None  # how much Hindsight scores (pool cap, token cut) and the result gate
 
     @property
     def measuring_s(self) -> float:
@@ -106,7 +108,7 @@ def finalists_from(study: optuna.Study, space: SearchSpace, k: int, *, first: En
 
 def rerace(pool: ScoringPool, workload: Workload, configs: Sequence[EngineConfig], rounds: int,
            *, baseline_first: bool = True, load: Load | None = None, tie_rounds: int = 0,
-           until: float | None = None) -> list[Finalist]:
+           until: float | None = None, workloads: Sequence[Workload] | None = None) -> list[Finalist]:
     """Measure configurations interleaved (A B C A B C ...), rotating the order each round; the first
     is the baseline unless `baseline_first` is false.
 
@@ -117,14 +119,21 @@ def rerace(pool: ScoringPool, workload: Workload, configs: Sequence[EngineConfig
 
     Under a load of several concurrent recalls, each configuration is also timed one query at a time
     in the same rounds: the profile reports both, and the throughput at 1 and at the load's concurrency.
+
+    `workloads`, one per configuration, replays each on its own form of the same queries (a smaller pool,
+    shorter candidates: `search.scope`), query for query, in the same rounds.
     """
+    own = list(workloads) if workloads is not None else [workload] * len(configs)
+    if len(own) != len(configs) or any(len(w.queries) != len(workload.queries) for w in own):
+        raise ValueError("one workload per configuration, each with the same queries")
     load = load or Load()
     loads = [load] if load.concurrency == 1 else [load, Load()]
     walls: dict[tuple[int, int], list[float]] = {}
     timers: list[PassTimer] = []
     for li, each in enumerate(loads):
         for ci, config in enumerate(configs):
-            timers.append(_walled(each.timer(pool, config), len(workload.queries), walls.setdefault((li, ci), [])))
+            timer = _shaped(each.timer(pool, config), workload, own[ci])
+            timers.append(_walled(timer, len(workload.queries), walls.setdefault((li, ci), [])))
     contenders = range(1 if baseline_first else 0, len(configs))
 
     def still_in(so_far: list[list[list[float]]]) -> list[int]:
@@ -136,12 +145,12 @@ def rerace(pool: ScoringPool, workload: Workload, configs: Sequence[EngineConfig
         return [li * len(configs) + ci for li in range(len(loads)) for ci in tied] if len(tied) > 1 else []
 
     passes = interleaved_passes(timers, workload.queries, rounds + tie_rounds, still_in=still_in)
-    pairs = sum(len(q.documents) for q in workload.queries)
     out = []
     for i, config in enumerate(configs):
         mine = passes[i]
         alone = passes[len(configs) + i] if len(loads) > 1 else mine
         rounds_p95 = [percentile(p, 95) * 1000.0 for p in mine]
+        pairs = sum(len(q.documents) for q in own[i].queries)
         throughput = {each.concurrency: pairs / float(np.median(walls[(li, i)])) for li, each in enumerate(loads)}
         out.append(Finalist(config, Latency.from_seconds(per_query_medians(mine)), rounds_p95, None,
                             is_baseline=baseline_first and i == 0,
@@ -159,6 +168,14 @@ def near_ties(passes: dict[int, list[list[float]]], margin: float = NOISY_SPREAD
         return []
     leader = min(p95.values())
     return sorted((key for key, value in p95.items() if value <= leader * (1.0 + margin)), key=p95.__getitem__)
+
+
+def _shaped(timer: PassTimer, workload: Workload, own: Workload) -> PassTimer:
+    """The timer, handed its configuration's own form of each query it is asked to replay."""
+    if own is workload:
+        return timer
+    index = {id(q): i for i, q in enumerate(workload.queries)}
+    return lambda queries: timer([own.queries[index[id(q)]] for q in queries])
 
 
 def _walled(timer: PassTimer, full: int, walls: list[float]) -> PassTimer:

@@ -14,11 +14,11 @@ from typing import Any
 
 from autotune.errors import OptionsError
 from autotune.fileio import sha256_bytes
+from autotune.hindsight.keys import DEFAULT_ENCODING, TOKENIZER_ENCODING, TOKENS_PER_CANDIDATE
 from autotune.workload.queries import Workload
 
-CAP_KEY = "HINDSIGHT_API_RERANKER_MAX_TOKENS_PER_CANDIDATE"
-ENCODING_KEY = "HINDSIGHT_API_TOKENIZER_ENCODING"
-DEFAULT_ENCODING = "o200k_base"  # Hindsight 1.1's default
+CAP_KEY = TOKENS_PER_CANDIDATE
+ENCODING_KEY = TOKENIZER_ENCODING
 
 
 @dataclass(frozen=True)
@@ -50,15 +50,18 @@ def apply_cap(workload: Workload, cap: CandidateCap) -> Workload:
     Its hash names the cut as well as the file, so that nothing cached for the uncut workload (the
     fp32 reference, a study) is ever taken for it.
     """
-    import toktok
-
-    queries = []
-    for q in workload.queries:
-        try:
-            cut = toktok.batch_truncate(q.documents, cap.max_tokens, cap.encoding)
-        except Exception as exc:  # toktok raises on an encoding it does not bundle
-            raise OptionsError(f"{ENCODING_KEY}={cap.encoding!r} is not an encoding Hindsight's tokenizer "
-                               "knows (o200k_base, cl100k_base, o200k_harmony)") from exc
-        queries.append(replace(q, documents=[text for text, _count in cut]))
+    queries = [replace(q, documents=cut_documents(q.documents, cap.max_tokens, cap.encoding))
+               for q in workload.queries]
     identity = f"{workload.sha256}|{cap.max_tokens}|{cap.encoding}".encode()
     return replace(workload, queries=queries, sha256=sha256_bytes(identity))
+
+
+def cut_documents(documents: list[str], max_tokens: int, encoding: str) -> list[str]:
+    """Each document cut to `max_tokens` tokens of `encoding`, with Hindsight's own library."""
+    import toktok
+
+    try:
+        return [text for text, _count in toktok.batch_truncate(documents, max_tokens, encoding)]
+    except Exception as exc:  # toktok raises on an encoding it does not bundle
+        raise OptionsError(f"{ENCODING_KEY}={encoding!r} is not an encoding Hindsight's tokenizer "
+                           "knows (o200k_base, cl100k_base, o200k_harmony)") from exc

@@ -232,7 +232,10 @@ def parse_budgets(text: str) -> list[str]:
 
 def record_from_server(url: str, bank: str, queries: Sequence[str], budgets: Sequence[str], out: Path, *,
                        api_key: str | None, resume: bool = False, timeout_s: float = 30.0, retries: int = 2,
-                       progress: Callable[[Iterable[Any]], Iterable[Any]] = iter) -> RecordReport:
+                       progress: Callable[[Iterable[Any]], Iterable[Any]] = iter,
+                       max_tokens: int | None = None) -> RecordReport:
+    """Each query at each budget, as a recall with `trace: true` (and the agent's `max_tokens`, when given:
+    how many results Hindsight returns, which the result-quality gate compares)."""
     import httpx
 
     check_http_options(timeout_s, retries)
@@ -250,8 +253,7 @@ def record_from_server(url: str, bank: str, queries: Sequence[str], budgets: Seq
                     report.skipped_existing += 1
                     continue
                 try:
-                    response = post_with_retry(client, path, {"query": query, "budget": budget, "trace": True},
-                                                retries)
+                    response = post_with_retry(client, path, recall_body(query, budget, max_tokens), retries)
                     report.add(writer, line_from_recall(response, budget=budget, version=version))
                 except (UpstreamError, ValueError) as exc:
                     report.failures.append(f"query #{number} ({budget}): {exc}")
@@ -260,6 +262,13 @@ def record_from_server(url: str, bank: str, queries: Sequence[str], budgets: Seq
     if report.written == 0 and report.skipped_existing == 0 and report.failures:
         raise UpstreamError(f"every recall failed; first: {report.failures[0]}")
     return report
+
+
+def recall_body(query: str, budget: str | None, max_tokens: int | None) -> dict[str, Any]:
+    body: dict[str, Any] = {"query": query, "budget": budget, "trace": True}
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
+    return body
 
 
 def record_from_traces(directory: Path, out: Path, *, resume: bool = False) -> RecordReport:
