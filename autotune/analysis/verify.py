@@ -18,10 +18,11 @@ import numpy as np
 from autotune.errors import OptionsError, UpstreamError, WorkloadError
 from autotune.hindsight.client import check_url, post_with_retry, recall_path, server_version
 from autotune.hindsight.trace import positive_seconds, rerank_phase_seconds
+from autotune.search.scope import Agreement, compare_results
 from autotune.search.selfcheck import SelfCheck
 from autotune.search.stats import percentile, relative_spread
 from autotune.workload.queries import Workload, parse_line
-from autotune.workload.record import line_from_recall
+from autotune.workload.record import line_from_recall, recall_body
 
 Job = tuple[str, str]  # (query, budget)
 
@@ -40,6 +41,7 @@ class VerifyResult:
     predicted_gain: float | None = None
     self_check: SelfCheck | None = None
     notes: list[str] = field(default_factory=list)
+    agreement: Agreement | None = None  # the live results after against the recorded results before
 
     @property
     def gain(self) -> float | None:
@@ -63,10 +65,29 @@ def _rerank_seconds(response: dict[str, Any]) -> float:
                         "cross_encoder), and was the recall made with trace: true?")
 
 
-def _recall(client: Any, path: str, job: Job) -> dict[str, Any]:
+def _recall(client: Any, path: str, job: Job, max_tokens: int | None = None) -> dict[str, Any]:
     """One recall, no retry: after a cutover every recall must answer 200 the first time."""
     query, budget = job
-    return post_with_retry(client, path, {"query": query, "budget": budget, "trace": True}, 0)
+    return post_with_retry(client, path, recall_body(query, budget, max_tokens), 0)
+
+
+def before_results(before: Workload) -> dict[Job, tuple[list[str], int]]:
+    """The results Hindsight returned per (query, budget) before the cutover, and the max_tokens they were
+    asked with, where the recording kept them (`autotune record` >= the pool knobs)."""
+    out = {}
+    for q in before.queries:
+        facts = q.extra.get("replay")
+        if isinstance(facts, dict) and isinstance(facts.get("results"), list) and isinstance(
+                facts.get("max_tokens"), int):
+            out[(q.query, q.budget or "mid")] = ([str(r) for r in facts["results"]], facts["max_tokens"])
+    return out
+
+
+def result_ids(response: dict[str, Any]) -> list[str]:
+    results = response.get("results") if isinstance(response, dict) else None
+    if not isinstance(results, list):
+        raise UpstreamError("the recall's response has no results list")
+    return [str(r.get("id")) for r in results if isinstance(r, dict)]
 
 
 def before_seconds(before: Workload) -> dict[Job, float]:
@@ -91,6 +112,8 @@ def verify_cutover(url: str, bank: str, queries: Sequence[str], budgets: Sequenc
         raise OptionsError(f"--rounds must be at least 1, got {rounds}")
     path = recall_path(bank)
     jobs: list[Job] = [(q, b) for q in queries for b in budgets]
+    earlier = before_results(before) if before is not None else {}
+    tokens = {job: earlier[job][1] for job in jobs if job in earlier}  # asked as the recording asked
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     seconds: dict[Job, list[float]] = {job: [] for job in jobs}
     last: dict[Job, dict[str, Any]] = {}
@@ -98,12 +121,12 @@ def verify_cutover(url: str, bank: str, queries: Sequence[str], budgets: Sequenc
     with httpx.Client(base_url=check_url(url), headers=headers, timeout=timeout_s) as client:
         version = server_version(client)
         for job in jobs:  # warm-up: sessions, arenas, caches
-            _recall(client, path, job)
+            _recall(client, path, job, tokens.get(job))
         for r in range(rounds):
             order = jobs[r % len(jobs):] + jobs[:r % len(jobs)]
             this_round = []
             for job in order:
-                response = _recall(client, path, job)
+                response = _recall(client, path, job, tokens.get(job))
                 value = _rerank_seconds(response)
                 seconds[job].append(value)
                 this_round.append(value)
@@ -126,6 +149,13 @@ def verify_cutover(url: str, bank: str, queries: Sequence[str], budgets: Sequenc
         if len(matched) < len(jobs):
             result.notes.append(f"{len(jobs) - len(matched)} of {len(jobs)} recalls had no recorded time before; "
                                 "the ratio uses the others")
+    compared = [job for job in jobs if job in earlier]
+    if compared:
+        result.agreement = compare_results([earlier[job][0] for job in compared],
+                                           [result_ids(last[job]) for job in compared], len(compared))
+    elif before is not None:
+        result.notes.append("--before holds no recorded results (record with this autotune): live result "
+                            "agreement cannot be judged")
     if profile is not None:
         result.predicted_gain = (profile.get("metrics") or {}).get("speedup_p95")
     if check_scores:

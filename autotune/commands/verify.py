@@ -25,6 +25,11 @@ def add_parser(sub: Any) -> None:
                                    "profile's")
     p.add_argument("--rounds", type=positive_int, default=3, help="recalls per query after the cutover")
     p.add_argument("--min-gain", type=finite_float, default=1.1, help="exit 10 below this before/after ratio")
+    p.add_argument("--min-result-agreement", type=finite_float, default=None, metavar="SHARE",
+                   help="exit 10 when, on average, a recall returns less than this share of the results it returned "
+                        "before (default: the profile's floor, else 0.95)")
+    p.add_argument("--min-query-agreement", type=finite_float, default=None, metavar="SHARE",
+                   help="the same for the worst single recall (default: the profile's floor, else 0.8)")
     p.add_argument("--api-key", help="or set HINDSIGHT_API_KEY; never printed or stored")
     p.add_argument("--timeout", type=finite_float, default=60.0, help="seconds per recall")
 
@@ -38,6 +43,17 @@ def _model_dir(args: argparse.Namespace, profile: dict[str, Any] | None) -> Path
     if model.get("ref") == "default" or profile is None:
         return None
     return Path(model["ref"])
+
+
+def _gate(args: argparse.Namespace, profile: dict[str, Any] | None) -> Any:
+    """The floor: the flags, else the one the profile was tuned under, else run's defaults."""
+    from autotune.search.scope import ResultGate
+
+    tuned = ((profile or {}).get("scope") or {}).get("gate") or {}
+    default = ResultGate()
+    mean, worst = args.min_result_agreement, args.min_query_agreement
+    return ResultGate(tuned.get("min_mean", default.min_mean) if mean is None else mean,
+                      tuned.get("min_query", default.min_query) if worst is None else worst)
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -67,12 +83,20 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"self-check: {result.self_check.summary()}", file=out)
     for note in result.notes:
         print(f"note: {note}", file=out)
+    gate = _gate(args, profile)
+    if result.agreement is not None:
+        print(f"results: {result.agreement.summary()} against what each recall returned before "
+              f"({len(result.agreement.per_query)} recalls; floor: mean {gate.min_mean:g}, any recall "
+              f"{gate.min_query:g})", file=out)
     gain = result.gain
     if gain is None:
         print("no --before: the gain cannot be judged (record before the cutover, then pass it)", file=out)
         return ExitStatus.OK
     print(f"before/after: reranking p95 {result.before_p95_ms:.1f} ms -> {result.after_p95_ms:.1f} ms, "
           f"{gain:.2f}x as fast ({result.matched} recalls matched)", file=out)
+    if result.agreement is not None and not result.agreement.passes(gate):
+        raise RegressionError(f"the cutover changed what recalls return: {result.agreement.reason(gate)} "
+                              f"({gain:.2f}x as fast): revert, or rerun autotune run with a stricter floor")
     if gain < args.min_gain:
         raise RegressionError(f"the cutover made reranking {gain:.2f}x as fast as before (below --min-gain "
                               f"{args.min_gain}): rerun autotune run on a quiet host, or revert")

@@ -117,7 +117,11 @@ def scope_phase(ctx: Any, picked: Picked, *, gate: ResultGate, tune_pool: bool) 
                                                    for c, f in zip(candidates, scoped, strict=True)}}
     for point in outcome.points:
         point.p95_ms = timed.get(point.scope, point.p95_ms)
-    best = min(range(len(scoped)), key=lambda k: scoped[k].latency.p95_ms)
+    fastest = min(f.latency.p95_ms for f in scoped)
+    tied = [k for k in range(len(scoped)) if scoped[k].latency.p95_ms <= fastest * (1.0 + NOISY_SPREAD)]
+    # within the noise of the fastest, the scope that keeps the most results (then the fewest keys) wins
+    best = max(tied, key=lambda k: (candidates[k].agreement.mean, candidates[k].agreement.head_mean,
+                                    -len(candidates[k].scope.env_keys())))
     if scoped[best].latency.p95_ms * (1.0 + NOISY_SPREAD) > engine_only.latency.p95_ms:
         outcome.note = (f"the fastest scope ({candidates[best].scope.label()}) is within the noise of the whole "
                         "pool: kept the whole pool")
