@@ -3,6 +3,9 @@
 Waterfall: from the baseline, apply the winner's knobs in the order batch size -> threads ->
 length sort -> precision -> arena -> graph -> spinning, each step measured interleaved with the one before. Then
 leave-one-out: revert each knob alone from the winner, measured interleaved with the winner.
+When the profile chose how much Hindsight scores, the waterfall goes on from the winner on the whole
+pool to its pool cap, then its token cut: the gain splits into cheaper pairs (the engine's knobs) and
+fewer, shorter pairs (the scope).
 A knob whose change runs the same configuration on this host (the target's default threads
 resolve to the very count the winner names) is listed as unchanged, not timed: timing one
 session against itself measures only the noise, and can call it a difference.
@@ -10,6 +13,7 @@ session against itself measures only the noise, and can call it a difference.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -24,6 +28,7 @@ from autotune.search.measure import interleaved
 from autotune.search.stats import p95_ms, percentile, relative_spread
 from autotune.workload.queries import Workload
 
+SCOPE_STEPS = ("pool cap", "token cut")  # the waterfall's last steps: fewer pairs, then shorter ones
 KNOBS = ("batch_size", "intra_op_threads", "length_sort", "precision", "mem_arena", "graph", "spinning", "workers")
 
 
@@ -70,6 +75,14 @@ class ExplainResult:
             out.append(acc)
         return out
 
+    def gain(self, scope: bool) -> float:
+        """The product of the engine's steps (cheaper pairs), or of the scope's (fewer, shorter pairs)."""
+        acc = 1.0
+        for s in self.steps:
+            if (s.knob in SCOPE_STEPS) == scope:
+                acc *= s.ratio
+        return acc
+
     def most_important(self) -> str | None:
         return max(self.steps, key=lambda s: s.ratio).knob if self.steps else None
 
@@ -82,20 +95,32 @@ class ExplainResult:
         return {"baseline_p95_ms": round(self.baseline_p95_ms, 3), "waterfall": [step(s) for s in self.steps],
                 "cumulative": [round(c, 4) for c in self.cumulative],
                 "leave_one_out": [step(s) for s in self.leave_one_out], "unchanged": self.unchanged,
-                "most_important": self.most_important()}
+                "most_important": self.most_important(),
+                "cheaper_pairs": round(self.gain(scope=False), 4), "fewer_pairs": round(self.gain(scope=True), 4)}
 
 
 def _pair(pool: ScoringPool, workload: Workload, knob: str, before: EngineConfig, after: EngineConfig,
-          rounds: int) -> Step:
-    """`before` and `after` interleaved; the step from one to the other, with its per-round ratios."""
-    passes = interleaved([pool.engine(before).score, pool.engine(after).score], workload.queries, rounds)
+          rounds: int, forms: tuple[Workload | None, Workload | None] = (None, None)) -> Step:
+    """`before` and `after` interleaved; the step from one to the other, with its per-round ratios. `forms`
+    gives either side its own form of each query (a smaller pool, shorter candidates)."""
+    scorers = [_on(pool.engine(config).score, workload, form) for config, form in zip((before, after), forms,
+                                                                                       strict=True)]
+    passes = interleaved(scorers, workload.queries, rounds)
     p95_before, p95_after = (p95_ms(p) for p in passes)
     per_round = [percentile(b, 95) / percentile(a, 95) for b, a in zip(passes[0], passes[1], strict=True)]
     return Step(knob, after, p95_after, p95_before, per_round)
 
 
+def _on(score: Any, workload: Workload, form: Workload | None) -> Any:
+    """The scorer, handed its own form of each query of `workload` (matched by the documents list)."""
+    if form is None:
+        return score
+    own = {id(q.documents): f for q, f in zip(workload.queries, form.queries, strict=True)}
+    return lambda query, documents: score(query, own[id(documents)].documents)
+
+
 def explain(pool: ScoringPool, workload: Workload, baseline: EngineConfig, winner: EngineConfig,
-            rounds: int) -> ExplainResult:
+            rounds: int, scopes: Sequence[tuple[str, Workload]] = ()) -> ExplainResult:
     steps: list[Step] = []
     unchanged: list[str] = []
     current = baseline
@@ -112,6 +137,12 @@ def explain(pool: ScoringPool, workload: Workload, baseline: EngineConfig, winne
         baseline_p95 = step.before_p95_ms if baseline_p95 is None else baseline_p95
         steps.append(step)
         current = nxt
+    form: Workload | None = None
+    for knob, shaped in scopes:  # the winner's engine throughout: only what is scored changes
+        step = _pair(pool, workload, knob, winner, winner, rounds, (form, shaped))
+        baseline_p95 = step.before_p95_ms if baseline_p95 is None else baseline_p95
+        steps.append(step)
+        form = shaped
     loo: list[Step] = []
     for knob in KNOBS:
         if getattr(winner, knob) == getattr(baseline, knob):
@@ -143,7 +174,22 @@ def explain_profile(profile: dict[str, Any], workload: Workload, host: HostInfo,
     space = target.space(SpaceLimits(usable_cores=host.cores.usable, max_candidates=workload.max_candidates))
     # Hindsight's defaults as they run on this workload, as `run` names them: batch 32 is capped at the most
     # candidates any query has (a larger batch is the same batch)
-    return explain(pool, workload, target.baseline(space), winner, rounds)
+    return explain(pool, workload, target.baseline(space), winner, rounds, scope_steps(profile, workload))
+
+
+def scope_steps(profile: dict[str, Any], workload: Workload) -> list[tuple[str, Workload]]:
+    """The profile's pool cap, then its token cut, each as the workload Hindsight would hand over."""
+    from autotune.hindsight.keys import DEFAULT_ENCODING
+    from autotune.search.scope import Replays, Scope, shape
+
+    chosen = Scope.from_dict((profile.get("scope") or {}).get("chosen"))
+    replays = Replays(workload)
+    steps = []
+    if chosen.caps and replays.any_recorded:
+        steps.append(("pool cap", shape(workload, replays, Scope(chosen.caps), DEFAULT_ENCODING).workload))
+    if chosen.tokens is not None:
+        steps.append(("token cut", shape(workload, replays, chosen, DEFAULT_ENCODING).workload))
+    return steps
 
 
 def save_explain(path: Path, profile: dict[str, Any], result: ExplainResult, workload: Workload) -> None:

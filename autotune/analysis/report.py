@@ -74,6 +74,32 @@ def waterfall(explain: dict[str, Any]) -> go.Figure:
     return fig
 
 
+def agreement_vs_p95(scope: dict[str, Any]) -> go.Figure:
+    """The pool frontier: each scope the gate judged, by how much of fp32's results it keeps and how fast it
+    ran (the timed ones); the floor as a line."""
+    fig = go.Figure()
+    points = scope.get("frontier") or []
+    for passed, name in ((True, "passes the gate"), (False, "below the floor")):
+        chosen = [p for p in points if bool(p.get("passed")) == passed and p.get("p95_ms") is not None]
+        fig.add_trace(go.Scatter(
+            x=[p["p95_ms"] for p in chosen], y=[p["agreement"]["mean"] for p in chosen], mode="markers", name=name,
+            marker={"size": 11, "symbol": "circle" if passed else "x"},
+            text=[html.escape(_scope_label(p)) for p in chosen]))
+    floor = (scope.get("gate") or {}).get("min_mean")
+    if isinstance(floor, (int, float)):
+        fig.add_hline(y=floor, line_dash="dash", annotation_text=f"floor {floor:g}")
+    fig.update_layout(title="Result agreement against p95: how much Hindsight scores (pool cap, token cut)",
+                      xaxis_title="p95 per recall (ms)", yaxis_title="share of fp32's whole-pool results kept")
+    return fig
+
+
+def _scope_label(point: dict[str, Any]) -> str:
+    caps = point.get("max_candidates") or {}
+    tokens = point.get("max_tokens_per_candidate")
+    return (", ".join(f"{level} pool {cap}" for level, cap in caps.items()) or "whole pool") + (
+        f", {tokens} tokens/candidate" if tokens else "")
+
+
 def _label(config: dict[str, Any]) -> str:
     """A configuration as `run` prints it (every knob that differs from onnxruntime's defaults, fused included)."""
     from autotune.errors import AutotuneError
@@ -95,6 +121,8 @@ def render_report(profile: dict[str, Any]) -> str:
     sample = (profile.get("parity") or {}).get("int8_vs_fp32")
     if sample and sample.get("fp32"):
         figures.append(parity_scatter(sample))
+    if (profile.get("scope") or {}).get("frontier"):
+        figures.append(agreement_vs_p95(profile["scope"]))
     if profile.get("explain"):
         figures.append(waterfall(profile["explain"]))
     parts = [f.to_html(full_html=False, include_plotlyjs="inline" if i == 0 else False, div_id=f"plot{i}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from autotune.analysis.explain import SCOPE_STEPS
 from autotune.host import HostInfo
 from autotune.search.finalists import SearchResult
 
@@ -148,6 +149,9 @@ def format_explain(result: ExplainResult) -> str:
                      f"{step.ratio:.2f}x", f"{cumulative:.2f}x"])
     out = ["Waterfall (each step measured interleaved with the one before, in a pair of its own):",
            table(["step", "configuration", "p95 before", "p95 after", "incremental", "cumulative"], rows)]
+    if any(s.knob in SCOPE_STEPS for s in result.steps):
+        out.append(f"the gain: {result.gain(scope=False):.2f}x from cheaper pairs (the engine's knobs), "
+                   f"{result.gain(scope=True):.2f}x from fewer and shorter pairs (the pool cap and the token cut)")
     if result.leave_one_out:
         out += ["", "Leave one out (each knob reverted alone, interleaved with the winner):",
                 table(["reverted", "configuration", "winner p95", "reverted p95", "slowdown", "beyond noise"],

@@ -86,6 +86,9 @@ def pool_facts(response: dict[str, Any], encoding: str) -> dict[str, Any]:
                                        "the rerank_prefilter's max_candidates")
     if deadline_zeros:
         facts["deadline_zeros"] = deadline_zeros
+    if any(s[3] for s in signals) or (prefilter is not None and (prefilter.get("details") or {}).get(
+            "strategy_boosts")):
+        facts["boosted"] = True  # RECALL_STRATEGY_BOOSTS reorder the trim: a replay would cap the wrong pool
     return facts
 
 

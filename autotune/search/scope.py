@@ -164,7 +164,8 @@ class Replays:
         for q in workload.queries:
             facts = q.extra.get("replay")
             pool = None
-            if isinstance(facts, dict) and facts.get("reproduced") and isinstance(q.extra.get("node_ids"), list):
+            if (isinstance(facts, dict) and facts.get("reproduced") and not facts.get("boosted")
+                    and isinstance(q.extra.get("node_ids"), list)):
                 try:
                     pool = recall_pool(facts, [str(n) for n in q.extra["node_ids"]])
                 except ValueError:

@@ -130,6 +130,10 @@ def replay_notes(lines: list[dict[str, Any]]) -> list[str]:
     if zeros:
         notes.append(f"{zeros} candidate(s) were left unscored by a deadline (score 0): record with "
                      "HINDSIGHT_API_RERANKER_ONNX_TIMEOUT=0 so that every candidate is scored")
+    boosted = sum(1 for r in replays if r.get("boosted"))
+    if boosted:
+        notes.append(f"{boosted} recall(s) ran with RECALL_STRATEGY_BOOSTS, which reorder the trim: their pool "
+                     "cannot be capped by a replay")
     unreproduced = sum(1 for r in replays if not r.get("reproduced"))
     if unreproduced:
         notes.append(f"{unreproduced} of {len(replays)} recall(s) do not come out as Hindsight returned them when "

@@ -56,3 +56,30 @@ def test_beyond_the_noise_needs_a_clear_agreeing_difference():
     assert step(81, 100, [0.80, 0.82, 0.81]).beyond_noise         # 0.81x, every round agreeing
     assert not step(81, 100, [0.55, 0.92, 0.99]).beyond_noise     # rounds scatter (std/mean 24%) more than 19%
     assert not step(81, 100, [0.75, 0.85, 1.02]).beyond_noise     # rounds disagree on the direction
+
+
+def test_the_gain_splits_into_cheaper_pairs_and_fewer_pairs():
+    from autotune.analysis.explain import ExplainResult, Step
+    from autotune.runtime.engine import BASELINE
+
+    steps = [Step("batch_size", BASELINE, 50.0, 100.0, [2.0, 2.0]), Step("pool cap", BASELINE, 25.0, 50.0),
+             Step("token cut", BASELINE, 20.0, 25.0)]
+    result = ExplainResult(100.0, steps, [])
+    assert result.gain(scope=False) == 2.0 and result.gain(scope=True) == 2.5
+    assert result.to_dict()["fewer_pairs"] == 2.5
+
+
+def test_a_profiles_scope_becomes_the_waterfalls_last_steps():
+    from pathlib import Path
+
+    from autotune.analysis.explain import scope_steps
+    from autotune.workload.queries import load_workload
+
+    workload = load_workload(Path(__file__).resolve().parent.parent / "fixtures" / "hindsight_recall.jsonl")
+    profile = {"scope": {"chosen": {"max_candidates": {"mid": 20}, "max_tokens_per_candidate": 16}}}
+    (cap, capped), (cut, shortened) = scope_steps(profile, workload)
+    assert (cap, cut) == ("pool cap", "token cut")
+    for q, c, s in zip(workload.queries, capped.queries, shortened.queries, strict=True):
+        assert len(c.documents) == (min(20, len(q.documents)) if q.budget == "mid" else len(q.documents))
+        assert len(s.documents) == len(c.documents) and sum(map(len, s.documents)) <= sum(map(len, c.documents))
+    assert scope_steps({}, workload) == []

@@ -67,3 +67,17 @@ def test_the_chosen_line_reads_as_run_prints_it():
     text = render_report(profile)
     assert "fused" in text and "sort=on" in text and "(2.97x" in text
     assert "length sort True" not in text and "2.9661x" not in text
+
+
+def test_report_plots_the_pool_frontier_with_its_floor():
+    scope = {"gate": {"min_mean": 0.95, "min_query": 0.8}, "frontier": [
+        {"max_candidates": {}, "max_tokens_per_candidate": None, "p95_ms": 800.0, "passed": True,
+         "agreement": {"mean": 1.0}},
+        {"max_candidates": {"mid": 50}, "max_tokens_per_candidate": 128, "p95_ms": 300.0, "passed": True,
+         "agreement": {"mean": 0.97}},
+        {"max_candidates": {"mid": 20}, "max_tokens_per_candidate": None, "p95_ms": None, "passed": False,
+         "agreement": {"mean": 0.7}}]}
+    text = render_report({**PROFILE, "scope": scope})
+    assert text.count("Plotly.newPlot") == 5
+    assert "Result agreement against p95" in text and "mid pool 50, 128 tokens" in text
+    assert "floor 0.95" in text
