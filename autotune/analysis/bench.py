@@ -18,6 +18,7 @@ from autotune.runtime.engine import EngineConfig, ScoringPool
 from autotune.runtime.model import ModelBundle, resolve_model
 from autotune.runtime.targets import get_target
 from autotune.search.measure import Scorer, interleaved, replay
+from autotune.search.scope import Scope, profile_form, scoring_on
 from autotune.search.stats import Latency, per_query_medians, percentile
 from autotune.workload.queries import Workload
 
@@ -35,6 +36,7 @@ class Contender:
     score: Scorer
     config: EngineConfig | None = None
     pool: ScoringPool | None = None  # set where the efficiency figures can be computed (an ONNX graph)
+    form: Workload | None = None  # the workload as its scope hands it over (None: the whole pool)
 
 
 @dataclass
@@ -100,12 +102,16 @@ class _Pools:
         return self._pools[key]
 
 
-def _profile_contender(name: str, profile: dict[str, Any], pools: _Pools) -> Contender:
+def _profile_contender(name: str, profile: dict[str, Any], pools: _Pools, workload: Workload) -> Contender:
+    """A profile's engine on the pool its scope hands over (a smaller pool, shorter candidates)."""
     target = profile_target(profile)
     config = profile_config(profile)
     pool = pools.get(target, profile_max_tokens(profile))
-    return Contender(name, f"{target} target: {config.label()}", pool.engine(config).score, config,
-                     pool if pool.model_path(config) is not None else None)
+    form = profile_form(profile, workload)
+    scope = "" if form is None else f", {Scope.from_dict(profile['scope']['chosen']).label()}"
+    return Contender(name, f"{target} target: {config.label()}{scope}",
+                     scoring_on(pool.engine(config).score, workload, form), config,
+                     pool if pool.model_path(config) is not None else None, form)
 
 
 def sibling_profiles(path: Path | None, profile: dict[str, Any], host: HostInfo) -> list[tuple[str, dict[str, Any]]]:
@@ -128,10 +134,10 @@ def sibling_profiles(path: Path | None, profile: dict[str, Any], host: HostInfo)
     return found
 
 
-def contenders(pools: _Pools, profile: dict[str, Any], against: Sequence[str], ref: str,
+def contenders(pools: _Pools, profile: dict[str, Any], against: Sequence[str], ref: str, workload: Workload,
                siblings: Sequence[tuple[str, dict[str, Any]]] = ()) -> tuple[list[Contender], dict[str, str]]:
-    out = [_profile_contender("profile", profile, pools)]
-    out += [_profile_contender(name, data, pools) for name, data in siblings]
+    out = [_profile_contender("profile", profile, pools, workload)]
+    out += [_profile_contender(name, data, pools, workload) for name, data in siblings]
     skipped: dict[str, str] = {}
     for name in against:
         if name not in REFERENCES:
@@ -166,7 +172,8 @@ def run_bench(profile: dict[str, Any], workload: Workload, host: HostInfo, *, ag
                            stock=get_target(profile_target(profile)).stock_default)
     pools = _Pools(bundle, host)
     chosen = list(against) if against else list(DEFAULT_AGAINST.get(profile_target(profile), REFERENCES[:3]))
-    entrants, skipped = contenders(pools, profile, chosen, ref, sibling_profiles(profile_path, profile, host))
+    entrants, skipped = contenders(pools, profile, chosen, ref, workload,
+                                   sibling_profiles(profile_path, profile, host))
     passes = interleaved([c.score for c in entrants], workload.queries, rounds)
     dims = ModelDims.from_config(bundle.config)
     rows = []
@@ -174,7 +181,7 @@ def run_bench(profile: dict[str, Any], workload: Workload, host: HostInfo, *, ag
         medians = per_query_medians(p)
         eff = None
         if c.config is not None and c.pool is not None and dims is not None:
-            shape = replay(c.pool.engine(c.config), workload.queries)
+            shape = replay(c.pool.engine(c.config), (c.form or workload).queries)
             threads = c.pool.effective(c.config).intra_op_threads or host.cores.usable
             eff = efficiency(dims, host, shape.lengths, medians, shape.real_tokens, shape.padded_tokens,
                              threads=threads, measured_peak=measured_peak(threads))

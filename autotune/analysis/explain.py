@@ -25,6 +25,7 @@ from autotune.runtime.engine import EngineConfig, ScoringPool
 from autotune.runtime.model import resolve_model
 from autotune.runtime.targets import SpaceLimits, get_target
 from autotune.search.measure import interleaved
+from autotune.search.scope import profile_form, scoring_on
 from autotune.search.stats import p95_ms, percentile, relative_spread
 from autotune.workload.queries import Workload
 
@@ -103,20 +104,12 @@ def _pair(pool: ScoringPool, workload: Workload, knob: str, before: EngineConfig
           rounds: int, forms: tuple[Workload | None, Workload | None] = (None, None)) -> Step:
     """`before` and `after` interleaved; the step from one to the other, with its per-round ratios. `forms`
     gives either side its own form of each query (a smaller pool, shorter candidates)."""
-    scorers = [_on(pool.engine(config).score, workload, form) for config, form in zip((before, after), forms,
-                                                                                       strict=True)]
+    scorers = [scoring_on(pool.engine(config).score, workload, form)
+               for config, form in zip((before, after), forms, strict=True)]
     passes = interleaved(scorers, workload.queries, rounds)
     p95_before, p95_after = (p95_ms(p) for p in passes)
     per_round = [percentile(b, 95) / percentile(a, 95) for b, a in zip(passes[0], passes[1], strict=True)]
     return Step(knob, after, p95_after, p95_before, per_round)
-
-
-def _on(score: Any, workload: Workload, form: Workload | None) -> Any:
-    """The scorer, handed its own form of each query of `workload` (matched by the documents list)."""
-    if form is None:
-        return score
-    own = {id(q.documents): f for q, f in zip(workload.queries, form.queries, strict=True)}
-    return lambda query, documents: score(query, own[id(documents)].documents)
 
 
 def explain(pool: ScoringPool, workload: Workload, baseline: EngineConfig, winner: EngineConfig,
@@ -179,16 +172,11 @@ def explain_profile(profile: dict[str, Any], workload: Workload, host: HostInfo,
 
 def scope_steps(profile: dict[str, Any], workload: Workload) -> list[tuple[str, Workload]]:
     """The profile's pool cap, then its token cut, each as the workload Hindsight would hand over."""
-    from autotune.hindsight.keys import DEFAULT_ENCODING
-    from autotune.search.scope import Replays, Scope, shape
-
-    chosen = Scope.from_dict((profile.get("scope") or {}).get("chosen"))
-    replays = Replays(workload)
-    steps = []
-    if chosen.caps and replays.any_recorded:
-        steps.append(("pool cap", shape(workload, replays, Scope(chosen.caps), DEFAULT_ENCODING).workload))
-    if chosen.tokens is not None:
-        steps.append(("token cut", shape(workload, replays, chosen, DEFAULT_ENCODING).workload))
+    capped, cut = profile_form(profile, workload, tokens=False), profile_form(profile, workload)
+    steps = [] if capped is None else [("pool cap", capped)]
+    if cut is not None and cut is not capped and (profile.get("scope") or {}).get("chosen", {}).get(
+            "max_tokens_per_candidate"):
+        steps.append(("token cut", cut))
     return steps
 
 

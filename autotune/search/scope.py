@@ -233,6 +233,29 @@ def final_results(replays: Replays, shaped: Shaped, scores: Sequence[np.ndarray]
     return [replays.results(i, kept, [float(s) for s in scores[i]]) for i, kept in enumerate(shaped.kept)]
 
 
+def scoring_on(score: Callable[[str, list[str]], Any], workload: Workload,
+               form: Workload | None) -> Callable[[str, list[str]], Any]:
+    """A scorer handed its own form of each query of `workload` (matched by the documents list it is given):
+    a profile's pool and token cut, timed beside contenders that score the whole pool."""
+    if form is None:
+        return score
+    own = {id(q.documents): f for q, f in zip(workload.queries, form.queries, strict=True)}
+    return lambda query, documents: score(query, own[id(documents)].documents)
+
+
+def profile_form(profile: dict[str, Any], workload: Workload, *, tokens: bool = True) -> Workload | None:
+    """The workload as Hindsight hands it over under a profile's chosen scope (None: the whole pool)."""
+    from autotune.hindsight.keys import DEFAULT_ENCODING
+
+    chosen = Scope.from_dict((profile.get("scope") or {}).get("chosen"))
+    if not tokens:
+        chosen = Scope(chosen.caps)
+    replays = Replays(workload)
+    if chosen.tokens is None and not (chosen.caps and replays.any_recorded):
+        return None
+    return shape(workload, replays, chosen, DEFAULT_ENCODING).workload
+
+
 @dataclass
 class FrontierPoint:
     scope: Scope
