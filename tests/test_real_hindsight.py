@@ -52,7 +52,7 @@ def test_a_bad_cutover_exits_10_with_one_line(flow):
 
 def test_verify_compares_the_live_results_with_those_before_the_cutover(flow):
     """The run's gate promised the floor on the recording; live, on the same queries, the cutover keeps it."""
-    status, out, err = flow["verify"]
+    _status, out, err = flow["verify"]
     line = next(ln for ln in out.splitlines() if ln.startswith("results: agreement mean"))
     mean = float(line.split("agreement mean ")[1].split(",")[0])
     scope = {k: v for k, v in flow["tuned_env"].items() if "CANDIDATES" in k or "PER_CANDIDATE" in k}

@@ -34,7 +34,9 @@ class SelfCheck:
 
     @property
     def passed(self) -> bool:
-        return self.differ == 0 and self.spearman_min >= 1.0 - 1e-9
+        # every score within the tolerance: a rank can then only move between candidates that tie within it
+        # (a large bank repeats memories, and batches add float noise to equal scores)
+        return self.differ == 0 and self.spearman_min >= 0.999
 
     def summary(self) -> str:
         head = (f"{self.differ} of {self.candidates} recorded candidates in {self.queries} queries differ from "

@@ -54,3 +54,12 @@ def test_missing_scores_are_skipped_not_compared():
     q = Query("q", [f"d{i}" for i in range(5)], extra={"hindsight_scores": [2.0, None, 0.5, -3.0, 1.2]})
     report = self_check([q], [LOGITS])
     assert report.passed and report.candidates == 4
+
+
+def test_scores_within_the_tolerance_pass_though_near_ties_swap_ranks():
+    """A large bank repeats memories: equal scores in Hindsight, 1e-6 apart here, so Spearman dips below 1."""
+    from autotune.search.selfcheck import SelfCheck
+
+    check = SelfCheck(queries=1, candidates=300, differ=0, spearman_min=0.99998, max_abs_logit=6e-6)
+    assert check.passed and check.summary().startswith("all 300 recorded candidates reproduce")
+    assert not SelfCheck(queries=1, candidates=300, differ=1, spearman_min=1.0, max_abs_logit=0.3).passed
