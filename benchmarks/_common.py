@@ -83,3 +83,17 @@ def real_hindsight_setup() -> tuple[object, list[str]]:
     print(f"host: {host.brand}, {host.cores.usable} usable cores, ISA "
           f"{','.join(k for k, v in host.isa.items() if v)}, onnxruntime {host.onnxruntime}")
     return host, (ROOT / "examples" / "queries.txt").read_text().splitlines()
+
+
+def tune_recording(work: Path, recording: Path, name: str, *extra: str) -> tuple[dict[str, str], str]:
+    """`autotune run` on a recording, small (8 trials, 1 repeat, 2 final rounds): its `.env` block and its output."""
+    from autotune.outputs.envfile import managed_values
+    from tests.real_hindsight import cli
+
+    status, out, err = cli("run", "--workload", str(recording), "--env-file", str(work / f"{name}.env"),
+                           "--profile-dir", str(work / "profiles"), "--name", name, "--model-out",
+                           str(work / "models" / name), "--no-compose", "--trials", "8", "--repeats", "1",
+                           "--final-rounds", "2", *extra)
+    if status != 0:
+        raise SystemExit(f"autotune run ({name}) failed: {err.strip().splitlines()[-1]}")
+    return managed_values(work / f"{name}.env"), out

@@ -19,10 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
-from _common import real_hindsight_setup
+from _common import real_hindsight_setup, tune_recording
 
 from autotune.hindsight.trace import rerank_phase_seconds
-from autotune.outputs.envfile import managed_values
 from autotune.runtime.model import build_default_model
 from autotune.search.stats import percentile
 from tests.real_hindsight import RealHindsight, cli, memories, onnx_defaults
@@ -51,15 +50,10 @@ def burst(url: str, queries: list[str], recalls: int) -> tuple[list[float], floa
 
 
 def tune(work: Path, recording: Path, name: str, *extra: str) -> dict[str, str]:
-    status, out, err = cli("run", "--workload", str(recording), "--env-file", str(work / f"{name}.env"),
-                           "--profile-dir", str(work / "profiles"), "--name", name, "--model-out",
-                           str(work / "models" / name), "--no-compose", "--trials", "8", "--repeats", "1",
-                           "--final-rounds", "2", *extra)
-    if status != 0:
-        raise SystemExit(f"autotune run ({name}) failed: {err.strip().splitlines()[-1]}")
+    env, out = tune_recording(work, recording, name, "--no-pool-tuning", *extra)  # the engine alone, as in issue 33
     chosen = next(line for line in out.splitlines() if line.startswith("Chosen:"))
     print(f"{name}: {chosen}")
-    return managed_values(work / f"{name}.env")
+    return env
 
 
 def main() -> None:

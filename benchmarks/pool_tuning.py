@@ -21,10 +21,9 @@ import re
 import tempfile
 from pathlib import Path
 
-from _common import real_hindsight_setup
+from _common import real_hindsight_setup, tune_recording
 
 from autotune.analysis.verify import verify_cutover
-from autotune.outputs.envfile import managed_values
 from autotune.runtime.model import build_default_model
 from autotune.search.stats import percentile
 from autotune.workload.queries import load_workload
@@ -34,15 +33,10 @@ BANK = "pool-bench"
 
 
 def tune(work: Path, recording: Path, name: str, *extra: str) -> tuple[dict[str, str], str]:
-    status, out, err = cli("run", "--workload", str(recording), "--env-file", str(work / f"{name}.env"),
-                           "--profile-dir", str(work / "profiles"), "--model-out", str(work / "models" / name),
-                           "--name", name, "--no-compose", "--trials", "8", "--repeats", "1", "--final-rounds", "2",
-                           *extra)
-    if status != 0:
-        raise SystemExit(f"run {name} failed: {err.strip()}")
+    env, out = tune_recording(work, recording, name, *extra)
     chosen = next(line for line in out.splitlines() if line.startswith("Chosen:"))
     frontier = out[out.find("How much Hindsight scores"):out.find("Chosen:")].rstrip()
-    return managed_values(work / f"{name}.env"), f"{name}: {chosen}\n{frontier}"
+    return env, f"{name}: {chosen}\n{frontier}"
 
 
 def main() -> None:
