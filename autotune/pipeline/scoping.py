@@ -94,6 +94,10 @@ def scope_phase(ctx: Any, picked: Picked, *, gate: ResultGate, tune_pool: bool) 
                         "Hindsight >= 1.1): the pool and token knobs need one; the gate compared top 10s")
         ctx.stage(f"pool: not tuned: {outcome.note}")
         return outcome
+    missing = len(replays.recorded) - sum(replays.recorded)
+    if missing:
+        ctx.stage(f"{missing} of {len(replays.recorded)} queries carry no pool that replays (see `autotune record`'s "
+                  "notes): the gate judges them on their top 10, and their level is not capped")
     ctx.stage(f"the result-quality gate: per query, the share of fp32's whole-pool results still returned "
               f"(floor: mean {gate.min_mean:g}, any query {gate.min_query:g})")
     explored = explore(workload, replays, ref_results, lambda wl: _scores(pool, winner.config, wl), gate,

@@ -179,3 +179,17 @@ def test_a_record_that_wrote_nothing_leaves_no_file_to_block_the_next(tmp_path):
     assert first == ExitStatus.UPSTREAM and not (tmp_path / "w.jsonl").exists()
     err = io.StringIO()
     assert main(args, stdout=io.StringIO(), stderr=err) == ExitStatus.UPSTREAM and "exists" not in err.getvalue()
+
+
+def test_record_says_what_limits_a_replay():
+    from autotune.workload.record import replay_notes
+
+    good = {"replay": {"reproduced": True}}
+    assert replay_notes([good, good]) == []
+    notes = replay_notes([{}, {"replay": {"reproduced": True, "recorded_cap": 300}},
+                          {"replay": {"reproduced": True, "deadline_zeros": 4}},
+                          {"replay": {"reproduced": False, "boosted": True}}])
+    text = "\n".join(notes)
+    assert "1 recall(s) carry no fused pool" in text
+    assert "MAX_CANDIDATES 300" in text and "ONNX_TIMEOUT=0" in text and "4 candidate(s)" in text
+    assert "RECALL_STRATEGY_BOOSTS" in text and "1 of 3 recall(s) do not come out" in text
