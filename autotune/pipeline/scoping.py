@@ -11,7 +11,7 @@ batch size). Whatever is not faster beyond the noise, or fails either gate, is n
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -202,4 +202,4 @@ def _refined(ctx: Any, start: EngineConfig, scope: Scope, shaped: Shaped) -> Eng
     best = refiner.climb(start).best
     if best != start:
         ctx.stage(f"refined on the smaller pool: {start.label()} -> {best.label()}")
-    return replace(best)
+    return best
