@@ -38,6 +38,7 @@ from autotune.search.scope import (
     shape,
 )
 from autotune.search.stats import NOISY_SPREAD
+from autotune.workload.queries import Workload
 
 
 def encoding_of(user_env: dict[str, str]) -> str:
@@ -67,8 +68,18 @@ def scope_phase(ctx: Any, picked: Picked, *, gate: ResultGate, tune_pool: bool) 
     reference = fp32_reference(ctx, fixed, base)
     ref_results = final_results(replays, base, reference)
 
+    scored: dict[tuple[EngineConfig, str], list[np.ndarray]] = {}
+
+    def scores_of(config: EngineConfig, wl: Workload) -> list[np.ndarray]:
+        """Each form of the workload scored once per configuration (the gate on the pick and the whole pool's
+        exploration ask for the same pass)."""
+        key = (pool.effective(config), wl.sha256)
+        if key not in scored:
+            scored[key] = _scores(pool, config, wl)
+        return scored[key]
+
     def agreement_of(config: EngineConfig, shaped: Shaped) -> Agreement:
-        return compare_results(ref_results, final_results(replays, shaped, _scores(pool, config, shaped.workload)),
+        return compare_results(ref_results, final_results(replays, shaped, scores_of(config, shaped.workload)),
                                sum(replays.recorded))
 
     winner = picked.winner
@@ -100,7 +111,7 @@ def scope_phase(ctx: Any, picked: Picked, *, gate: ResultGate, tune_pool: bool) 
                   "notes): the gate judges them on their top 10, and their level is not capped")
     ctx.stage(f"the result-quality gate: per query, the share of fp32's whole-pool results still returned "
               f"(floor: mean {gate.min_mean:g}, any query {gate.min_query:g})")
-    explored = explore(workload, replays, ref_results, lambda wl: _scores(pool, winner.config, wl), gate,
+    explored = explore(workload, replays, ref_results, lambda wl: scores_of(winner.config, wl), gate,
                        fixed=fixed, encoding=encoding, token_grid=() if tokens_fixed else TOKEN_GRID)
     outcome.points = summary_points(explored, fixed)
     candidates = [c for c in explored.candidates if c.passed and c.scope != fixed]
