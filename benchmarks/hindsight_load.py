@@ -16,7 +16,7 @@ and the p95 per recall. Usage:
     python benchmarks/hindsight_load.py [--recalls 8] [--trials N] [--env-file .env]
 
 A default tuning run on 300-candidate recalls takes an hour on a 2-core host; the figures in the
-README came from `--tune-queries 2 --trials 6 --repeats 1 --refine-rounds 0 --final-rounds 2`.
+docs/benchmarks.md came from `--tune-queries 2 --trials 6 --repeats 1 --refine-rounds 0 --final-rounds 2`.
 """
 
 from __future__ import annotations

@@ -32,3 +32,17 @@ def test_readme_documents_every_exit_status():
     text = (ROOT / "README.md").read_text()
     for status in ExitStatus:
         assert re.search(rf"^\| {status.value} \|", text, re.M), status
+
+
+def test_readme_is_short_and_links_every_doc_that_exists():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 300
+    linked = set(re.findall(r"\]\((docs/[^)]+\.md)\)", text))
+    present = {f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")}
+    assert linked == present, (linked, present)
+
+
+def test_the_docs_link_only_to_files_that_exist():
+    for doc in (ROOT / "docs").glob("*.md"):
+        for target in re.findall(r"\]\(([^)#:]+\.md)\)", doc.read_text()):
+            assert (doc.parent / target).resolve().is_file(), (doc.name, target)

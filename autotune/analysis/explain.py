@@ -34,7 +34,7 @@ KNOBS = ("batch_size", "intra_op_threads", "length_sort", "precision", "mem_aren
 
 
 # below this a difference is never called real, however the rounds agree: a race of one configuration
-# against itself (A/A) moved it by 2-11% on this project's shared 2-core hosts (README, benchmarks)
+# against itself (A/A) moved it by 2-11% on this project's shared 2-core hosts (docs/benchmarks.md)
 NOISE_FLOOR = 0.05
 
 

@@ -40,7 +40,7 @@ class Tolerance:
 
 # fp32 differs from the reference only by summation order: anything larger is a bug.
 FP32_TOLERANCE = Tolerance(max_abs=1e-4, min_spearman=0.999, min_topk=1.0)
-# int8 moves scores; these bounds keep the ranking a user sees (see README, "Parity gate").
+# int8 moves scores; these bounds keep the ranking a user sees (see docs/how-it-decides.md, "Parity gate").
 INT8_TOLERANCE = Tolerance(max_abs=0.02, min_spearman=0.98, min_topk=0.9)
 
 
