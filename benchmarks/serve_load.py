@@ -20,7 +20,9 @@ import uvicorn
 from _common import example_workload, setup
 
 from autotune.runtime.engine import EngineConfig
-from autotune.serve.app import RerankService, ServeSettings, create_app
+from autotune.serve.routes import create_app
+from autotune.serve.service import RerankService
+from autotune.serve.settings import ServeSettings
 
 
 async def client(url: str, queries: list, until: float, lat: list[float], codes: dict[int, int]) -> None:

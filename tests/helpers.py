@@ -19,7 +19,7 @@ from autotune.runtime.engine import EngineConfig
 from autotune.runtime.model import load_model_dir
 
 if TYPE_CHECKING:
-    from autotune.serve.app import RerankService
+    from autotune.serve.service import RerankService
 
 # Two unlike hosts, for drift and fingerprint tests.
 VNNI_HOST = HostInfo(brand="Intel Xeon", isa={"avx2": True, "avx512f": True, "avx512_vnni": True,
@@ -87,7 +87,7 @@ class LiveServer:
     def __init__(self, service: RerankService) -> None:
         import uvicorn
 
-        from autotune.serve.app import create_app
+        from autotune.serve.routes import create_app
 
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))

@@ -311,7 +311,7 @@ def test_a_second_run_is_refused_before_the_model_loads(tmp_path, tiny_model_dir
 def test_serve_settings_out_of_range_exit_4():
     """D15."""
     from autotune.errors import OptionsError
-    from autotune.serve.app import settings_from_env
+    from autotune.serve.settings import settings_from_env
 
     base = {"AUTOTUNE_BATCH_SIZE": "4", "AUTOTUNE_INTRA_OP_THREADS": "1", "AUTOTUNE_LENGTH_SORT": "true",
             "AUTOTUNE_PRECISION": "fp32"}

@@ -54,7 +54,8 @@ def _env_int(name: str) -> int | None:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from autotune.serve.app import resolve_settings, serve
+    from autotune.serve.app import serve
+    from autotune.serve.settings import resolve_settings
     from autotune.serve.tei_flags import ignored_flags
 
     for line in ignored_flags(getattr(args, "unknown", [])):

@@ -24,7 +24,8 @@ from autotune.runtime.engine import EngineConfig, EngineTraits
 from autotune.runtime.fusion import FusionUnavailable, fused_model_path
 from autotune.runtime.model import load_model_dir
 from autotune.runtime.sessions import EnginePool
-from autotune.serve.app import RerankService, ServeSettings
+from autotune.serve.service import RerankService
+from autotune.serve.settings import ServeSettings
 from tests.conftest import DOCS
 from tests.helpers import LiveServer
 

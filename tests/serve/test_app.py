@@ -13,7 +13,9 @@ import pytest
 from autotune.runtime.engine import EngineConfig
 from autotune.runtime.model import load_model_dir
 from autotune.runtime.sessions import EnginePool
-from autotune.serve.app import RerankService, ServeSettings, create_app, resolve_settings
+from autotune.serve.routes import create_app
+from autotune.serve.service import RerankService
+from autotune.serve.settings import ServeSettings, resolve_settings
 from autotune.workload.queries import load_workload
 from tests.conftest import DOCS
 from tests.helpers import LiveServer

@@ -14,7 +14,8 @@ import httpx
 import pytest
 
 from autotune.runtime.engine import EngineConfig
-from autotune.serve.app import RerankService, ServeSettings
+from autotune.serve.service import RerankService
+from autotune.serve.settings import ServeSettings
 from autotune.serve.tei_client import ClientSettings, HindsightLikeClient, retry_delay
 from tests.conftest import DOCS
 from tests.helpers import LiveServer

@@ -1,0 +1,234 @@
+"""The queue between HTTP and the model: a bounded queue in front of one worker thread per tuned worker, each
+on its own session with the thread count it was tuned for, first come first served."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import queue
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from autotune import __version__
+from autotune.runtime.engine import Cancelled, EngineTraits, RerankEngine
+from autotune.runtime.model import ModelBundle, resolve_model
+from autotune.runtime.sessions import EnginePool
+from autotune.runtime.tokenize import PairTokenizer
+from autotune.serve.errors import ApiError
+from autotune.serve.metrics import Metrics
+from autotune.serve.settings import ServeSettings
+
+
+@dataclass
+class Job:
+    """One /rerank request, from the queue to a worker; `abandoned` is set when its client has gone."""
+
+    query: str
+    texts: list[str]
+    truncate: bool
+    direction: str
+    raw: bool
+    chars: int
+    enqueued: float
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[tuple[np.ndarray, dict[str, float]]]
+    abandoned: threading.Event = field(default_factory=threading.Event)
+
+    def resolve(self, value: tuple[np.ndarray, dict[str, float]] | None = None,
+                error: BaseException | None = None) -> None:
+        def settle() -> None:
+            if self.future.done():
+                return
+            if error is not None:
+                self.future.set_exception(error)
+            else:
+                self.future.set_result(value)  # type: ignore[arg-type]
+        self.loop.call_soon_threadsafe(settle)
+
+
+class RerankService:
+    """Loads the model off the event loop, then serves one request per worker, each on its own session
+    with the thread count it was tuned for, first come first served.
+
+    Work nobody will read is never done: a request whose client disconnected is dropped before
+    inference (or between batches), and a request that would wait past the client's time-out is
+    answered 429 with `Retry-After` at once rather than queued.
+    """
+
+    def __init__(self, settings: ServeSettings, *, bundle: ModelBundle | None = None, has_vnni: bool | None = None):
+        self.settings = settings
+        self._bundle = bundle
+        self._has_vnni = has_vnni
+        self.pool: EnginePool | None = None
+        self.engines: list[RerankEngine] = []
+        self.ready = threading.Event()
+        self.load_error: str | None = None
+        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._in_system: dict[int, int] = {}  # id(job) -> characters, queued or running
+        self._seconds_per_char: float | None = None  # measured service time, for the wait estimate
+        self._tokenizers: dict[tuple[str, bool], PairTokenizer] = {}
+        self.metrics = Metrics()
+        self.stopping = False  # set on shutdown: requests not yet started answer 503 instead of running
+
+    @property
+    def engine(self) -> RerankEngine | None:
+        return self.engines[0] if self.engines else None
+
+    def load(self) -> None:
+        try:
+            if self._has_vnni is None:
+                from autotune.host import default_probe
+
+                self._has_vnni = default_probe().probe().has_vnni
+            bundle = self._bundle or resolve_model(None if self.settings.model == "default"
+                                                   else Path(self.settings.model))
+            self.pool = EnginePool(bundle, has_vnni=self._has_vnni,
+                                   traits=EngineTraits(max_batch_tokens=self.settings.max_batch_tokens),
+                                   max_sessions=1)
+            self.engines = self.pool.serving(self.settings.config)
+            for engine in self.engines:
+                for _ in range(2):  # warm up: arenas, thread pool
+                    engine.score("warm up", ["autotune warm-up document"] * self.settings.config.batch_size)
+            for i, engine in enumerate(self.engines):
+                threading.Thread(target=self._work, args=(engine,), name=f"autotune-infer-{i}", daemon=True).start()
+            self.ready.set()
+        except Exception as exc:  # reported by /health and /info, and logged, never a crash
+            self.load_error = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            import sys
+
+            print(f"autotune serve: error: the model did not load: {self.load_error}", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        for _ in self.engines:
+            self._jobs.put(None)
+
+    def tokenizer(self, direction: str, truncate: bool) -> PairTokenizer:
+        assert self.pool is not None
+        key = (direction, truncate)
+        if key == ("right", True):
+            return self.pool.tokenizer
+        with self._lock:
+            if key not in self._tokenizers:
+                b = self.pool.bundle
+                self._tokenizers[key] = PairTokenizer(b.tokenizer_path, b.max_length, direction=direction,
+                                                      truncate=truncate)
+            return self._tokenizers[key]
+
+    def info(self) -> dict[str, Any]:
+        bundle = self.pool.bundle if self.pool else None
+        cfg = self.settings.config
+        return {
+            "model_id": bundle.name if bundle else self.settings.model,
+            "model_sha": bundle.sha256 if bundle else None,
+            "model_dtype": "float32" if cfg.precision == "fp32" else "int8",
+            "served_model_name": bundle.name if bundle else self.settings.model,
+            "model_type": {"reranker": {"id2label": {"0": "LABEL_0"}, "label2id": {"LABEL_0": 0}}},
+            "prompts": None, "default_prompt_name": None, "default_prompt": None,
+            "max_concurrent_requests": self.settings.max_queue,
+            "max_input_length": bundle.max_length if bundle else None,
+            "max_batch_tokens": self.settings.max_batch_tokens,
+            "max_batch_requests": None,
+            "max_client_batch_size": self.settings.max_client_batch_size,
+            "auto_truncate": self.settings.auto_truncate,
+            "tokenization_workers": 1,
+            "version": __version__,
+            "sha": None, "docker_label": None,
+            "autotune": {"config": cfg.to_dict(), "workers": cfg.workers,
+                         "client_timeout_s": self.settings.client_timeout_s},
+        }
+
+    def estimated_wait_s(self, chars: int) -> float | None:
+        """Until this request would be answered: the work ahead shared by the workers, then its own.
+
+        None before anything was measured, and when a worker is free: a request that would start at
+        once is never refused on an estimate (its client's time-out and the disconnect check bound it).
+        """
+        rate = self._seconds_per_char
+        with self._lock:
+            ahead = sum(self._in_system.values())
+            busy = len(self._in_system)
+        if rate is None or busy < self.settings.config.workers:
+            return None
+        return rate * (ahead / self.settings.config.workers + chars)
+
+    async def rerank(self, query: str, texts: list[str], *, truncate: bool, direction: str, raw: bool,
+                     disconnected: Callable[[], Awaitable[None]] | None = None
+                     ) -> tuple[np.ndarray, dict[str, float]]:
+        chars = len(query) * len(texts) + sum(len(t) for t in texts)
+        if len(self._in_system) >= self.settings.max_queue:
+            raise ApiError("Overloaded", "Model is overloaded", retry_after=1)
+        wait = self.estimated_wait_s(chars)
+        if wait is not None and wait > self.settings.client_timeout_s:
+            raise ApiError("Overloaded", f"Model is overloaded: about {wait:.0f} s of work is queued, more than the "
+                                         f"client's {self.settings.client_timeout_s:.0f} s time-out",
+                           retry_after=max(1, math.ceil(wait - self.settings.client_timeout_s)))
+        loop = asyncio.get_running_loop()
+        job = Job(query, texts, truncate, direction, raw, chars, time.perf_counter(), loop, loop.create_future())
+        with self._lock:
+            self._in_system[id(job)] = chars
+            self.metrics.queue_size.set(len(self._in_system))
+        self._jobs.put(job)
+        if disconnected is None:
+            return await job.future
+        watch = asyncio.ensure_future(disconnected())
+        try:
+            await asyncio.wait({job.future, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watch.cancel()
+        if not job.future.done():  # the client has gone: the worker drops it, or stops between batches
+            job.abandoned.set()
+            job.future.cancel()  # nobody will read what the worker settles
+            raise ApiError("Disconnected", "the client disconnected")
+        return job.future.result()
+
+    def _work(self, engine: RerankEngine) -> None:
+        while (job := self._jobs.get()) is not None:
+            try:
+                if job.abandoned.is_set():
+                    self.metrics.dropped.inc()
+                    job.resolve(error=ApiError("Disconnected", "the client disconnected"))
+                elif self.stopping:
+                    job.resolve(error=ApiError("Unhealthy", "the server is shutting down"))
+                else:
+                    started = time.perf_counter()
+                    answer = self._score(engine, job)
+                    self._measured(time.perf_counter() - started, job.chars)
+                    job.resolve(answer)
+            except Cancelled as stop:
+                self.metrics.dropped.inc()
+                self.metrics.abandoned_inference.inc(stop.inference_s)
+                job.resolve(error=ApiError("Disconnected", "the client disconnected"))
+            except BaseException as exc:  # reported to this request only; the worker lives on
+                job.resolve(error=exc)
+            finally:
+                with self._lock:
+                    self._in_system.pop(id(job), None)
+                    self.metrics.queue_size.set(len(self._in_system))
+
+    def _measured(self, seconds: float, chars: int) -> None:
+        """Service seconds per character, smoothed: what the wait estimate multiplies the queue by."""
+        rate = seconds / max(chars, 1)
+        with self._lock:
+            old = self._seconds_per_char
+            self._seconds_per_char = rate if old is None else 0.7 * old + 0.3 * rate
+
+    def _score(self, engine: RerankEngine, job: Job) -> tuple[np.ndarray, dict[str, float]]:
+        started = time.perf_counter()
+        tok = self.tokenizer(job.direction, job.truncate)
+        if not job.truncate:
+            too_long = max(len(e.ids) for e in tok.encode(job.query, job.texts))
+            if too_long > tok.max_length:
+                raise ApiError("Validation", f"`inputs` must have less than {tok.max_length} tokens. "
+                                             f"Given: {too_long}")
+        result = engine.score(job.query, job.texts, tokenizer=tok, should_stop=job.abandoned.is_set)
+        if job.abandoned.is_set():  # finished as its client left: the seconds were spent for nobody
+            self.metrics.abandoned_inference.inc(result.inference_s)
+        timing = {"queue": started - job.enqueued, "tokenization": result.tokenize_s, "inference": result.inference_s}
+        return (result.raw if job.raw else result.scores), timing
