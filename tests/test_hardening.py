@@ -348,19 +348,20 @@ def test_serve_validation_and_streaming_limits(tiny_model_dir):
     """D12, D13, D14: chunked bodies stop at the limit; bad text is 422; stalled clients cannot unhealthy it."""
     import httpx
 
-    from tests.serve.test_app import LiveServer, _service
+    from tests.serve.test_app import JSON, LiveServer, _service
 
     with LiveServer(_service(tiny_model_dir, max_body_bytes=1024 * 1024)) as live:
         def chunks():
             for _ in range(2000):
                 yield b"x" * 8192
 
-        resp = httpx.post(live.url + "/rerank", content=chunks(), timeout=30)
+        resp = httpx.post(live.url + "/rerank", content=chunks(), timeout=30, headers=JSON)
         assert resp.status_code == 413
-        resp = httpx.post(live.url + "/rerank", content=b'{"query": "\\ud800", "texts": ["a"]}', timeout=30)
+        resp = httpx.post(live.url + "/rerank", content=b'{"query": "\\ud800", "texts": ["a"]}', timeout=30,
+                          headers=JSON)
         assert resp.status_code == 422 and resp.json()["error_type"] == "Validation"
         deep = b'{"query": "q", "texts": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"  # 200 KB, under the limit
-        resp = httpx.post(live.url + "/rerank", content=deep, timeout=30)
+        resp = httpx.post(live.url + "/rerank", content=deep, timeout=30, headers=JSON)
         assert resp.status_code == 422 and resp.json()["error_type"] == "Validation"
         host, port = live.url.removeprefix("http://").split(":")
         stalled = []

@@ -35,6 +35,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--max-batch-tokens", type=positive_int, default=None,
                    help="padded tokens (rows x longest) per batch; bounds each batch's memory whatever a client "
                         "sends (default: AUTOTUNE_MAX_BATCH_TOKENS, else 16384 as TEI)")
+    p.add_argument("--api-key", default=None,
+                   help="TEI's flag: /rerank, /info and /metrics want `Authorization: Bearer KEY` (default: API_KEY); "
+                        "Hindsight 1.1's TEI client sends no such header, so put a proxy that adds it in between")
     p.add_argument("--graceful-timeout", type=finite_float, default=10.0, metavar="SECONDS",
                    help="on SIGTERM, finish requests in flight for at most this long (compose and Kubernetes "
                         "give 10 s)")
@@ -51,6 +54,17 @@ def _env_int(name: str) -> int | None:
     if number < 1:
         raise OptionsError(f"{name} must be at least 1, got {number}")
     return number
+
+
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve to any interface
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -78,8 +92,15 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         changes["max_queue"] = args.max_concurrent_requests
     if args.auto_truncate:
         changes["auto_truncate"] = True
+    key = args.api_key if args.api_key is not None else os.environ.get("API_KEY")  # TEI's env, as the chart sets it
+    if key is not None:
+        changes["api_key"] = key
     settings = replace(settings, **changes)
     port = args.port if args.port is not None else (_env_int("PORT") or 8080)
+    if not _loopback(args.host) and settings.api_key is None:
+        print(f"autotune serve: warning: listening on {args.host}: anyone who can reach port {port} can use this "
+              "reranker; keep it on a private network (compose and Kubernetes do), or set --api-key",
+              file=err, flush=True)
     serve(settings, args.host, port, graceful_timeout_s=args.graceful_timeout,
           announce=lambda where: print(f"autotune serve: {where}", file=err, flush=True))
     return ExitStatus.OK

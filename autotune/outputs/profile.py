@@ -101,7 +101,7 @@ def profile_config(data: dict[str, Any]) -> EngineConfig:
     try:
         return EngineConfig.from_dict(c)
     except (KeyError, TypeError, ValueError) as exc:
-        raise OptionsError(f"profile config is incomplete: {exc}") from exc
+        raise OptionsError(f"profile config is incomplete or invalid: {exc}") from exc
 
 
 def profile_target(data: dict[str, Any]) -> str:

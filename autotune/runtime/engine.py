@@ -26,6 +26,10 @@ HINDSIGHT_DEFAULT_BATCH = 32
 GRAPHS = ("plain", "fused")  # the model as given, or with attention fused into onnxruntime's contrib op
 
 
+MAX_BATCH_SIZE = 4096  # pairs per session.run: past this, a batch only holds more activations at once
+MAX_THREADS = 1024  # intra-op threads or workers: more than any host's cores
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """One point of the search space. `intra_op_threads=0` is onnxruntime's default."""
@@ -42,10 +46,12 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if self.workers < 1:
             raise OptionsError(f"workers must be at least 1, got {self.workers}")
-        if self.batch_size < 1:
-            raise OptionsError(f"batch size must be at least 1, got {self.batch_size}")
-        if self.intra_op_threads < 0:
-            raise OptionsError(f"intra-op threads must be 0 (default) or more, got {self.intra_op_threads}")
+        if not 1 <= self.batch_size <= MAX_BATCH_SIZE:
+            raise OptionsError(f"batch size must be between 1 and {MAX_BATCH_SIZE}, got {self.batch_size}")
+        if not 0 <= self.intra_op_threads <= MAX_THREADS:
+            raise OptionsError(f"intra-op threads must be 0 (default) to {MAX_THREADS}, got {self.intra_op_threads}")
+        if self.workers > MAX_THREADS:
+            raise OptionsError(f"workers must be at most {MAX_THREADS}, got {self.workers}")
         if self.precision not in PRECISIONS:
             raise OptionsError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if self.graph not in GRAPHS:
@@ -68,10 +74,26 @@ class EngineConfig:
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> EngineConfig:
         """The inverse of `to_dict`; knobs a profile predates take onnxruntime's defaults."""
-        return cls(batch_size=int(data["batch_size"]), intra_op_threads=int(data["intra_op_threads"]),  # type: ignore[call-overload]
-                   length_sort=bool(data["length_sort"]), precision=str(data["precision"]),
-                   mem_arena=bool(data.get("mem_arena", True)), graph=str(data.get("graph", "plain")),
-                   spinning=bool(data.get("spinning", True)), workers=int(data.get("workers", 1)))  # type: ignore[call-overload]
+        return cls(batch_size=_whole(data["batch_size"], "batch_size"),
+                   intra_op_threads=_whole(data["intra_op_threads"], "intra_op_threads"),
+                   length_sort=_flag(data["length_sort"], "length_sort"), precision=str(data["precision"]),
+                   mem_arena=_flag(data.get("mem_arena", True), "mem_arena"), graph=str(data.get("graph", "plain")),
+                   spinning=_flag(data.get("spinning", True), "spinning"),
+                   workers=_whole(data.get("workers", 1), "workers"))
+
+
+def _whole(value: object, name: str) -> int:
+    """A count from a profile: an integer (YAML's 1e9 is a float, and `int()` would take 2.5 as 2)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    return value
+
+
+def _flag(value: object, name: str) -> bool:
+    """A switch from a profile: a YAML boolean (`bool("false")` is True)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+    return value
 
 
 SORT_KEYS = ("tokens", "chars_desc", "chars_asc")

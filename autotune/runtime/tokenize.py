@@ -15,6 +15,7 @@ from tokenizers import Encoding, Tokenizer
 from autotune.errors import ModelError
 
 DIRECTIONS = ("right", "left")
+CLIP_CHARS_PER_TOKEN = 8  # the first prefix tried holds this many characters per token of the model's length
 
 
 @dataclass
@@ -38,12 +39,36 @@ class PairTokenizer:
             self._tok.enable_truncation(max_length, strategy="longest_first", direction=direction)
         else:
             self._tok.no_truncation()
+        self._counter = Tokenizer.from_file(str(path))  # no truncation, no padding: counts a prefix's tokens
+        self._counter.no_truncation()
+        self._counter.no_padding()
+        self._clips = truncate and direction == "right"
+        self._first_cut = max_length * CLIP_CHARS_PER_TOKEN
         self.max_length = max_length
         self.pad_id = int(padding["pad_id"]) if padding else (self._tok.token_to_id("[PAD]") or 0)
         self.vocab_size = self._tok.get_vocab_size(with_added_tokens=True)
 
     def encode(self, query: str, documents: list[str]) -> list[Encoding]:
-        return self._tok.encode_batch([(query, d) for d in documents])
+        """The truncated encodings of each (query, document) pair. A text far longer than the model is cut
+        first (see `pairs`), so a 50 MB document or a 7 MB query is never tokenized whole."""
+        return self._tok.encode_batch(self.pairs(query, documents))
+
+    def pairs(self, query: str, documents: list[str]) -> list[tuple[str, str]]:
+        """The pairs to encode: texts far longer than the model cut where truncation gives the same ids.
+
+        Why that is exact: a cut falls before a space, where every pre-tokenizer (WordPiece, Metaspace, byte
+        level) splits, so a prefix's tokens are the whole text's first tokens; and a side of more tokens than
+        the model's length is truncated the same whatever its length, because `longest_first` asks only which
+        side is longer. That is settled by cutting the long side past the other's count; where both sides
+        are cut, the whole texts are encoded.
+        """
+        if not self._clips or all(len(t) <= self._first_cut for t in (query, *documents)):
+            return [(query, d) for d in documents]  # the common case: nothing is counted
+        q = _Side(query, self)
+        return [_pair(q, _Side(d, self), self.max_length) for d in documents]
+
+    def count(self, text: str) -> int:
+        return len(self._counter.encode(text, add_special_tokens=False).ids)
 
     def pad(self, encodings: list[Encoding], input_names: tuple[str, ...]) -> Batch:
         """Pad only to this batch's longest sequence."""
@@ -61,3 +86,48 @@ class PairTokenizer:
             types[row, :k] = enc.type_ids
         arrays = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
         return Batch({name: arrays[name] for name in input_names}, real, n * longest)
+
+
+class _Side:
+    """One side of a pair, cut lazily: the shortest prefix before a space with at least N tokens."""
+
+    def __init__(self, text: str, tokenizer: PairTokenizer) -> None:
+        self.text, self._tok = text, tokenizer
+        self._count: int | None = None
+        self._cuts: dict[int, tuple[str, int] | None] = {}
+
+    def whole_count(self) -> int:
+        if self._count is None:
+            self._count = self._tok.count(self.text)
+        return self._count
+
+    def cut(self, at_least: int) -> tuple[str, int] | None:
+        """A prefix of at least `at_least` tokens and its count, or None when only the whole text has them."""
+        if at_least not in self._cuts:
+            self._cuts[at_least] = self._find(at_least)
+        return self._cuts[at_least]
+
+    def _find(self, at_least: int) -> tuple[str, int] | None:
+        text, chars = self.text, self._tok._first_cut
+        while chars < len(text):
+            end = text.rfind(" ", 0, chars + 1)
+            while end > 0 and text[end - 1].isspace():
+                end -= 1
+            if end > 0:
+                n = self._tok.count(text[:end])
+                if n >= at_least:
+                    return text[:end], n
+            chars *= 2
+        return None
+
+
+def _pair(query: _Side, document: _Side, max_length: int) -> tuple[str, str]:
+    long = max_length + 1  # more tokens than the pair may hold: truncation cuts this side whatever its length
+    q, d = query.cut(long), document.cut(long)
+    if (q is None) == (d is None):
+        return query.text, document.text  # nothing to cut, or both sides long: only whole texts are exact
+    if q is not None:
+        q = query.cut(max(long, document.whole_count() + 1))  # still the longer side once cut
+        return (q[0] if q else query.text), document.text
+    d = document.cut(max(long, query.whole_count() + 1))
+    return query.text, (d[0] if d else document.text)

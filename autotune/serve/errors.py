@@ -5,7 +5,7 @@ from __future__ import annotations
 from starlette.responses import JSONResponse
 
 STATUS = {"Empty": 400, "Validation": 422, "Tokenizer": 422, "Backend": 424, "Overloaded": 429, "Unhealthy": 503,
-          "Disconnected": 499}  # 499: nginx's "client closed request"; nobody is left to read it
+          "Disconnected": 499, "Unauthorized": 401}  # 499: nginx's "client closed request"; nobody is left to read it
 
 class ApiError(Exception):
     def __init__(self, error_type: str, message: str, status: int | None = None,

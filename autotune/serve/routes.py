@@ -3,6 +3,8 @@ loop: inference waits in `service.RerankService`."""
 
 from __future__ import annotations
 
+import asyncio
+import hmac
 import json
 import threading
 import time
@@ -56,6 +58,31 @@ def _parse_rerank(body: bytes) -> dict[str, Any]:
     return {**req, "truncation_direction": direction.lower()}
 
 
+def _check_json(request: Request) -> None:
+    """TEI (axum's Json) takes only `application/json` bodies: a text/plain or form body is 415, not parsed."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/json" and not (kind.startswith("application/") and kind.endswith("+json")):
+        raise ApiError("Validation", "Expected request with `Content-Type: application/json`", 415)
+
+
+def _check_key(request: Request, key: str | None) -> None:
+    """`Authorization: Bearer KEY`, compared in constant time, when `--api-key` is set."""
+    if key is None:
+        return
+    given = request.headers.get("authorization", "")
+    scheme, _, token = given.partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), key.encode()):
+        raise ApiError("Unauthorized", "Unauthorized")
+
+
+async def _read_body_within(request: Request, limit: int, seconds: float) -> bytes:
+    """The body, whole, within `seconds`: a client that drips it holds no connection for long (408)."""
+    try:
+        return await asyncio.wait_for(_read_body(request, limit), seconds)
+    except asyncio.TimeoutError:
+        raise ApiError("Validation", f"the request body did not arrive within {seconds:g} s", 408) from None
+
+
 async def _read_body(request: Request, limit: int) -> bytes:
     """Count bytes while they stream in and stop at the limit: a chunked body is never buffered whole."""
     declared = request.headers.get("content-length")
@@ -77,11 +104,13 @@ def create_app(service: RerankService, *, load_in_background: bool = True) -> St
         started = time.perf_counter()
         m.count.labels(method="batch").inc()
         try:
+            _check_key(request, service.settings.api_key)
             if service.stopping:
                 raise ApiError("Unhealthy", "the server is shutting down")
             if not service.ready.is_set():
                 raise ApiError("Unhealthy", service.load_error or "model is loading")
-            body = await _read_body(request, service.settings.max_body_bytes)
+            _check_json(request)
+            body = await _read_body_within(request, service.settings.max_body_bytes, service.settings.body_timeout_s)
             req = _parse_rerank(body)
             texts: list[str] = req["texts"]
             if not texts:
@@ -115,6 +144,10 @@ def create_app(service: RerankService, *, load_in_background: bool = True) -> St
                                             "x-queue-time": str(int(timing["queue"] * 1000))})
 
     async def info(request: Request) -> Response:
+        try:
+            _check_key(request, service.settings.api_key)
+        except ApiError as err:
+            return err.response()
         return JSONResponse(service.info())
 
     async def health(request: Request) -> Response:
@@ -123,6 +156,10 @@ def create_app(service: RerankService, *, load_in_background: bool = True) -> St
         return ApiError("Unhealthy", service.load_error or "model is loading").response()
 
     async def metrics(request: Request) -> Response:
+        try:
+            _check_key(request, service.settings.api_key)
+        except ApiError as err:
+            return err.response()
         return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
 
     @asynccontextmanager

@@ -19,10 +19,12 @@ from autotune import __version__
 from autotune.runtime.engine import Cancelled, EngineTraits, RerankEngine
 from autotune.runtime.model import ModelBundle, resolve_model
 from autotune.runtime.sessions import EnginePool
-from autotune.runtime.tokenize import PairTokenizer
+from autotune.runtime.tokenize import CLIP_CHARS_PER_TOKEN, PairTokenizer
 from autotune.serve.errors import ApiError
 from autotune.serve.metrics import Metrics
 from autotune.serve.settings import ServeSettings
+
+MAX_RETRY_AFTER_S = 60  # Retry-After: an estimate of minutes ahead is no estimate; the client asks again
 
 
 @dataclass
@@ -95,7 +97,8 @@ class RerankService:
             self.engines = self.pool.serving(self.settings.config)
             for engine in self.engines:
                 for _ in range(2):  # warm up: arenas, thread pool
-                    engine.score("warm up", ["autotune warm-up document"] * self.settings.config.batch_size)
+                    rows = min(self.settings.config.batch_size, self.settings.max_client_batch_size)
+                    engine.score("warm up", ["autotune warm-up document"] * rows)  # no batch is larger
             for i, engine in enumerate(self.engines):
                 threading.Thread(target=self._work, args=(engine,), name=f"autotune-infer-{i}", daemon=True).start()
             self.ready.set()
@@ -144,6 +147,12 @@ class RerankService:
                          "client_timeout_s": self.settings.client_timeout_s},
         }
 
+    def work_chars(self, query: str, texts: list[str]) -> int:
+        """What a request costs, in characters the model will see: a text past the model's length is cut
+        before tokenizing (`PairTokenizer.pairs`), so a 7 MB query costs what its first tokens cost."""
+        cap = (self.pool.bundle.max_length if self.pool else 512) * CLIP_CHARS_PER_TOKEN
+        return min(len(query), cap) * len(texts) + sum(min(len(t), cap) for t in texts)
+
     def estimated_wait_s(self, chars: int) -> float | None:
         """Until this request would be answered: the work ahead shared by the workers, then its own.
 
@@ -161,14 +170,14 @@ class RerankService:
     async def rerank(self, query: str, texts: list[str], *, truncate: bool, direction: str, raw: bool,
                      disconnected: Callable[[], Awaitable[None]] | None = None
                      ) -> tuple[np.ndarray, dict[str, float]]:
-        chars = len(query) * len(texts) + sum(len(t) for t in texts)
+        chars = self.work_chars(query, texts)
         if len(self._in_system) >= self.settings.max_queue:
             raise ApiError("Overloaded", "Model is overloaded", retry_after=1)
         wait = self.estimated_wait_s(chars)
         if wait is not None and wait > self.settings.client_timeout_s:
             raise ApiError("Overloaded", f"Model is overloaded: about {wait:.0f} s of work is queued, more than the "
                                          f"client's {self.settings.client_timeout_s:.0f} s time-out",
-                           retry_after=max(1, math.ceil(wait - self.settings.client_timeout_s)))
+                           retry_after=min(MAX_RETRY_AFTER_S, max(1, math.ceil(wait - self.settings.client_timeout_s))))
         loop = asyncio.get_running_loop()
         job = Job(query, texts, truncate, direction, raw, chars, time.perf_counter(), loop, loop.create_future())
         with self._lock:

@@ -30,8 +30,14 @@ class ServeSettings:
     auto_truncate: bool = True
     raw_scores_default: bool = False  # true for Hindsight <= 0.6.2, which applies sigmoid itself
     client_timeout_s: float = DEFAULT_CLIENT_TIMEOUT_S  # past this wait a request is refused, not queued
+    body_timeout_s: float = 10.0  # a body that has not arrived whole by then is 408: slow uploads hold no slot
+    api_key: str | None = None  # TEI's --api-key: /rerank, /info and /metrics want `Authorization: Bearer KEY`
 
     def __post_init__(self) -> None:
+        if not (math.isfinite(self.body_timeout_s) and self.body_timeout_s > 0):
+            raise OptionsError(f"the body time-out must be a positive number of seconds, got {self.body_timeout_s}")
+        if self.api_key is not None and not self.api_key.strip():
+            raise OptionsError("the API key must not be empty")
         if not (math.isfinite(self.client_timeout_s) and self.client_timeout_s > 0):
             raise OptionsError(f"the client time-out must be a positive number of seconds, got {self.client_timeout_s}")
         for name in ("max_client_batch_size", "max_queue", "max_body_bytes", "max_batch_tokens"):

@@ -36,3 +36,64 @@ def test_pad_fills_only_to_longest():
     assert set(batch.feeds) == {"input_ids", "attention_mask"}
     assert batch.feeds["input_ids"].shape == (2, max(len(e.ids) for e in encs))
     assert batch.feeds["attention_mask"].sum() == batch.real_tokens
+
+
+def _trained(kind: str, path) -> str:
+    """A byte-level BPE (RoBERTa, ModernBERT) or a Metaspace unigram (XLM-R) tokenizer, trained here."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    corpus = [" ".join(WORDS[i:] + WORDS[:i]) for i in range(len(WORDS))] * 5
+    if kind == "bpe":
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=300, special_tokens=["<s>", "</s>", "<pad>"],
+                                                            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    else:
+        tok = Tokenizer(models.Unigram())
+        tok.pre_tokenizer = pre_tokenizers.Metaspace()
+        tok.train_from_iterator(corpus, trainers.UnigramTrainer(vocab_size=200, special_tokens=["<s>", "</s>", "<pad>"],
+                                                                unk_token="<pad>"))
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>",
+        special_tokens=[("<s>", tok.token_to_id("<s>")), ("</s>", tok.token_to_id("</s>"))])
+    tok.save(str(path))
+    return str(path)
+
+
+WORDS = ["memory", "Maya", "allergic", "peanuts,", "deploy", "freeze", "(staging)", "déjà", "vu", "東京は", "🍣",
+         "renewal:", "2026-12-05", "don't", "churn", "x" * 40, "boiler.", "\n", "  ", "\t", "end.", "qz" * 70]
+
+
+def _text(rng, words: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(words))
+
+
+def test_long_texts_are_cut_where_truncation_gives_the_same_ids(tmp_path):
+    """The cut before tokenizing (a 50 MB document is never tokenized whole) changes no id, on WordPiece,
+    byte-level BPE and Metaspace tokenizers, with the query, the document or both past the model's length,
+    and near the odd/even split `longest_first` makes when both are."""
+    import random
+
+    rng = random.Random(7)
+    paths = [TOKENIZER, _trained("bpe", tmp_path / "bpe.json"), _trained("unigram", tmp_path / "uni.json")]
+    cut = 0
+    for path in paths:
+        for max_length in (64, 65):
+            tok = PairTokenizer(path, max_length)
+            for _ in range(15):
+                query = _text(rng, rng.choice([3, 20, 100, 200]))
+                docs = [_text(rng, rng.choice([2, 60, 120, 300])) for _ in range(4)]
+                expected = tok._tok.encode_batch([(query, d) for d in docs])
+                got = tok.encode(query, docs)
+                cut += sum(p != (query, d) for p, d in zip(tok.pairs(query, docs), docs, strict=True))
+                assert [e.ids for e in got] == [e.ids for e in expected], (path, max_length, query[:40])
+                assert [e.type_ids for e in got] == [e.type_ids for e in expected]
+    assert cut > 40, "too few pairs were cut: the test would not see a wrong cut"
+
+
+def test_a_huge_document_is_never_tokenized_whole():
+    tok = PairTokenizer(TOKENIZER, 512)
+    huge = "memory " * 2_000_000  # 14 MB
+    [(_query, doc)] = tok.pairs("what is remembered?", [huge])
+    assert len(doc) < 100_000 and huge.startswith(doc)

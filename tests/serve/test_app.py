@@ -21,6 +21,7 @@ from tests.conftest import DOCS
 from tests.helpers import LiveServer
 
 CONFIG = EngineConfig(batch_size=4, intra_op_threads=1, length_sort=True, precision="fp32")
+JSON = {"content-type": "application/json"}
 
 
 def _service(model_dir, **kw) -> RerankService:
@@ -83,7 +84,7 @@ def test_malformed_json_and_oversized_body(server):
     resp = httpx.post(server.url + "/rerank", content=b"{nope", headers={"content-type": "application/json"})
     assert resp.status_code == 400 and resp.json()["error_type"] == "Validation"
     big = json.dumps({"query": "q", "texts": ["x" * (9 * 1024 * 1024)]})
-    assert httpx.post(server.url + "/rerank", content=big).status_code == 413
+    assert httpx.post(server.url + "/rerank", content=big, headers=JSON).status_code == 413
     assert httpx.get(server.url + "/health").status_code == 200
 
 
@@ -303,3 +304,114 @@ def test_other_commands_still_refuse_unknown_flags():
     err = io.StringIO()
     assert main(["probe", "--bogus"], stdout=io.StringIO(), stderr=err) == ExitStatus.BAD_OPTIONS
     assert "--bogus" in err.getvalue()
+
+
+def test_only_json_bodies_are_read(server):
+    """TEI takes `application/json` only: text/plain, a form or no content type is 415, and never parsed."""
+    body = json.dumps({"query": "q", "texts": ["a"]})
+    for headers in ({"content-type": "text/plain"}, {"content-type": "application/x-www-form-urlencoded"}, {}):
+        resp = httpx.post(server.url + "/rerank", content=body, headers=headers)
+        assert resp.status_code == 415, headers
+    resp = httpx.post(server.url + "/rerank", content=body, headers={"content-type": "application/json; charset=utf-8"})
+    assert resp.status_code == 200
+    assert httpx.get(server.url + "/health").status_code == 200
+
+
+def test_a_dripping_body_is_408_and_the_server_stays_healthy(tiny_model_dir):
+    async def drip():
+        yield b'{"query": "q", '
+        await asyncio.sleep(3)
+        yield b'"texts": ["a"]}'
+
+    async def post() -> httpx.Response:
+        async with httpx.AsyncClient(timeout=30) as client:
+            return await client.post(live.url + "/rerank", content=drip(), headers=JSON)
+
+    with LiveServer(_service(tiny_model_dir, body_timeout_s=0.5)) as live:
+        resp = asyncio.run(post())
+        assert resp.status_code == 408
+        assert httpx.get(live.url + "/health").status_code == 200
+
+
+def test_an_api_key_guards_everything_but_health(tiny_model_dir):
+    with LiveServer(_service(tiny_model_dir, api_key="s3cret")) as live:
+        body = {"query": "q", "texts": ["a"]}
+        assert httpx.post(live.url + "/rerank", json=body).status_code == 401
+        wrong = {"authorization": "Bearer nope"}
+        assert httpx.post(live.url + "/rerank", json=body, headers=wrong).status_code == 401
+        assert httpx.get(live.url + "/info").status_code == 401
+        assert httpx.get(live.url + "/metrics").status_code == 401
+        assert httpx.get(live.url + "/health").status_code == 200
+        good = {"authorization": "Bearer s3cret"}
+        assert httpx.post(live.url + "/rerank", json=body, headers=good).status_code == 200
+        assert httpx.get(live.url + "/info", headers=good).status_code == 200
+
+
+def test_a_huge_query_scores_as_its_truncation_and_costs_what_the_model_sees(server, tiny_model_dir):
+    """A 2 MB query is cut before tokenizing: it scores as any query whose first tokens are the same (the cut
+    is exact: tests/runtime/test_tokenize.py), and the wait estimate counts what the model sees, not megabytes."""
+    phrase = "where did Maya leave the keys "
+    huge, head = phrase * 70_000, phrase * 70  # the head alone is past the model's length too
+    texts = ["the keys are on the hook", "the boiler was fixed"]
+    got = [{r["index"]: r["score"] for r in httpx.post(server.url + "/rerank", json={"query": q, "texts": texts},
+                                                        timeout=120).json()} for q in (huge, head)]
+    assert got[0] == pytest.approx(got[1], abs=1e-6)
+    tokenizer = EnginePool(load_model_dir(tiny_model_dir), has_vnni=False).tokenizer
+    assert all(len(q) < 100_000 for q, _ in tokenizer.pairs(huge, texts))  # never tokenized whole
+    service = _service(tiny_model_dir)
+    assert service.work_chars(huge, texts) < 100_000 < len(huge)
+
+
+def test_retry_after_is_bounded(tiny_model_dir):
+    from autotune.serve.errors import ApiError
+
+    service = _service(tiny_model_dir)
+    service._seconds_per_char = 1.0  # as if a slow request had just been measured
+    service._in_system = {1: 10**6}  # and a worker were busy with a million characters
+    with pytest.raises(ApiError) as refused:
+        asyncio.run(service.rerank("q", ["a"], truncate=True, direction="right", raw=False))
+    assert refused.value.status == 429 and 1 <= refused.value.retry_after <= 60  # at most a minute
+
+
+@pytest.mark.parametrize("batch", ["1000000000", "0"])
+def test_a_batch_size_no_request_could_fill_is_refused_at_start(batch):
+    from autotune.errors import OptionsError
+
+    with pytest.raises(OptionsError, match="batch size"):
+        resolve_settings(None, None, environ={"AUTOTUNE_BATCH_SIZE": batch, "AUTOTUNE_INTRA_OP_THREADS": "0",
+                                             "AUTOTUNE_LENGTH_SORT": "true", "AUTOTUNE_PRECISION": "fp32"})
+
+
+@pytest.mark.parametrize("value", [1e9, 2.5, True])
+def test_a_profile_batch_size_must_be_a_whole_number_in_range(value):
+    from autotune.errors import OptionsError
+    from autotune.outputs.profile import profile_config
+
+    config = {"batch_size": value, "intra_op_threads": 0, "length_sort": True, "precision": "fp32"}
+    with pytest.raises(OptionsError, match=r"batch_size|batch size"):
+        profile_config({"config": config})
+
+
+def test_listening_beyond_loopback_without_a_key_warns(tiny_model_dir, monkeypatch):
+    import io
+    import socket
+
+    from autotune.cli import main
+    from autotune.errors import ExitStatus
+
+    for key, value in {"AUTOTUNE_BATCH_SIZE": "4", "AUTOTUNE_INTRA_OP_THREADS": "1", "AUTOTUNE_LENGTH_SORT": "true",
+                       "AUTOTUNE_PRECISION": "fp32"}.items():
+        monkeypatch.setenv(key, value)
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        err = io.StringIO()
+        status = main(["serve", "--model-id", str(tiny_model_dir), "--host", "0.0.0.0", "--port", str(port)],
+                      stdout=io.StringIO(), stderr=err)
+        assert status == ExitStatus.BAD_OPTIONS  # the port is taken: it stops before serving, after the warning
+        assert "warning: listening on 0.0.0.0" in err.getvalue() and "--api-key" in err.getvalue()
+        err = io.StringIO()
+        status = main(["serve", "--model-id", str(tiny_model_dir), "--host", "127.0.0.1", "--port", str(port)],
+                      stdout=io.StringIO(), stderr=err)
+        assert status == ExitStatus.BAD_OPTIONS and "warning" not in err.getvalue()
