@@ -207,6 +207,13 @@ class Odd(JsonHandler):
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers["content-length"]))
+        if self.mode == "drip-headers":  # a status line, then a header a byte at a time: every read succeeds
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+            for _ in range(160):
+                self.wfile.write(b"x")
+                self.wfile.flush()
+                time.sleep(0.25)
+            return
         if self.mode == "drip":
             self.send_response(200)
             self.send_header("content-type", "application/json")
@@ -245,6 +252,17 @@ def test_record_gives_each_recall_a_total_deadline(tmp_path):
                                   str(tmp_path / "o.jsonl"), "--retries", "0", "--timeout", "1"])
     assert status == ExitStatus.UPSTREAM and "timed out" in err
     assert time.monotonic() - started < 6
+
+
+def test_record_bounds_a_recall_whose_headers_drip(tmp_path):
+    """Issue 36, item 9: --timeout bounds the whole exchange, headers included (the run would take 40 s)."""
+    Odd.mode = "drip-headers"
+    queries = tmp_path / "q.txt"
+    queries.write_text("one\n")
+    with serving(Odd) as url:
+        status, _, err = run_cli(["record", "--url", url, "--bank", "b", "--queries", str(queries), "-o",
+                                  str(tmp_path / "o.jsonl"), "--retries", "0", "--timeout", "1"])
+    assert status == ExitStatus.UPSTREAM and "timed out" in err, err
 
 
 def test_from_traces_skips_a_directory_named_like_a_trace(tmp_path):

@@ -4,7 +4,11 @@ with a whole-exchange deadline and bounded retries."""
 from __future__ import annotations
 
 import json
+import signal
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from autotune.errors import OptionsError, UpstreamError
@@ -44,11 +48,44 @@ def recall_path(bank: str) -> str:
     return f"/v1/default/banks/{quote(bank, safe='')}/memories/recall"
 
 
+class _Deadline(Exception):
+    """Raised inside a blocked read when the whole exchange's time is up."""
+
+
+@contextmanager
+def whole_exchange_deadline(seconds: float) -> Iterator[None]:
+    """Bound a whole HTTP exchange, status line and headers included, to `seconds` of wall time.
+
+    httpx's time-outs apply to each read, so a server that drips its headers a byte a second never trips
+    them. In the main thread a timer signal interrupts the blocked read itself; elsewhere (no signals there)
+    only the per-read time-outs and the body's deadline apply.
+    """
+    import httpx
+
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise _Deadline
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    except _Deadline:
+        raise httpx.ReadTimeout(f"no complete answer within {seconds:g} s") from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def server_version(client: Any) -> str | None:
     import httpx
 
     try:
-        resp = client.get("/version")
+        with whole_exchange_deadline(client.timeout.read or 30.0):
+            resp = client.get("/version")
         if resp.status_code != 200:
             return None
         try:
@@ -73,7 +110,7 @@ def _post_by_deadline(client: Any, path: str, body: dict[str, Any]) -> tuple[int
     limit = client.timeout.read or 30.0
     deadline = time.monotonic() + limit
     chunks = []
-    with client.stream("POST", path, json=body) as resp:
+    with whole_exchange_deadline(limit), client.stream("POST", path, json=body) as resp:
         for chunk in resp.iter_bytes():
             chunks.append(chunk)
             if time.monotonic() > deadline:
