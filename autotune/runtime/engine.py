@@ -44,14 +44,12 @@ class EngineConfig:
     workers: int = 1  # requests served at once, each by its own session (the `tei` sidecar's AUTOTUNE_WORKERS)
 
     def __post_init__(self) -> None:
-        if self.workers < 1:
-            raise OptionsError(f"workers must be at least 1, got {self.workers}")
+        if not 1 <= self.workers <= MAX_THREADS:
+            raise OptionsError(f"workers must be between 1 and {MAX_THREADS}, got {self.workers}")
         if not 1 <= self.batch_size <= MAX_BATCH_SIZE:
             raise OptionsError(f"batch size must be between 1 and {MAX_BATCH_SIZE}, got {self.batch_size}")
         if not 0 <= self.intra_op_threads <= MAX_THREADS:
             raise OptionsError(f"intra-op threads must be 0 (default) to {MAX_THREADS}, got {self.intra_op_threads}")
-        if self.workers > MAX_THREADS:
-            raise OptionsError(f"workers must be at most {MAX_THREADS}, got {self.workers}")
         if self.precision not in PRECISIONS:
             raise OptionsError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if self.graph not in GRAPHS:

@@ -7,6 +7,7 @@ exactly one way in here so that cannot happen again.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -39,11 +40,9 @@ class PairTokenizer:
             self._tok.enable_truncation(max_length, strategy="longest_first", direction=direction)
         else:
             self._tok.no_truncation()
-        self._counter = Tokenizer.from_file(str(path))  # no truncation, no padding: counts a prefix's tokens
-        self._counter.no_truncation()
-        self._counter.no_padding()
+        self._path = path
         self._clips = truncate and direction == "right"
-        self._first_cut = max_length * CLIP_CHARS_PER_TOKEN
+        self.first_cut = max_length * CLIP_CHARS_PER_TOKEN  # texts no longer than this are never counted
         self.max_length = max_length
         self.pad_id = int(padding["pad_id"]) if padding else (self._tok.token_to_id("[PAD]") or 0)
         self.vocab_size = self._tok.get_vocab_size(with_added_tokens=True)
@@ -62,10 +61,18 @@ class PairTokenizer:
         side is longer. That is settled by cutting the long side past the other's count; where both sides
         are cut, the whole texts are encoded.
         """
-        if not self._clips or all(len(t) <= self._first_cut for t in (query, *documents)):
+        if not self._clips or all(len(t) <= self.first_cut for t in (query, *documents)):
             return [(query, d) for d in documents]  # the common case: nothing is counted
         q = _Side(query, self)
         return [_pair(q, _Side(d, self), self.max_length) for d in documents]
+
+    @cached_property
+    def _counter(self) -> Tokenizer:
+        """A second copy with no truncation and no padding, loaded only when a text is long enough to cut."""
+        counter = Tokenizer.from_file(str(self._path))
+        counter.no_truncation()
+        counter.no_padding()
+        return counter
 
     def count(self, text: str) -> int:
         return len(self._counter.encode(text, add_special_tokens=False).ids)
@@ -94,29 +101,25 @@ class _Side:
     def __init__(self, text: str, tokenizer: PairTokenizer) -> None:
         self.text, self._tok = text, tokenizer
         self._count: int | None = None
-        self._cuts: dict[int, tuple[str, int] | None] = {}
+        self._cuts: dict[int, str | None] = {}
 
     def whole_count(self) -> int:
         if self._count is None:
             self._count = self._tok.count(self.text)
         return self._count
 
-    def cut(self, at_least: int) -> tuple[str, int] | None:
-        """A prefix of at least `at_least` tokens and its count, or None when only the whole text has them."""
+    def cut(self, at_least: int) -> str | None:
+        """A prefix of at least `at_least` tokens, or None when only the whole text has them."""
         if at_least not in self._cuts:
             self._cuts[at_least] = self._find(at_least)
         return self._cuts[at_least]
 
-    def _find(self, at_least: int) -> tuple[str, int] | None:
-        text, chars = self.text, self._tok._first_cut
+    def _find(self, at_least: int) -> str | None:
+        text, chars = self.text, self._tok.first_cut
         while chars < len(text):
-            end = text.rfind(" ", 0, chars + 1)
-            while end > 0 and text[end - 1].isspace():
-                end -= 1
-            if end > 0:
-                n = self._tok.count(text[:end])
-                if n >= at_least:
-                    return text[:end], n
+            prefix = text[:max(text.rfind(" ", 0, chars + 1), 0)].rstrip()  # ends on a word, before a space
+            if prefix and self._tok.count(prefix) >= at_least:
+                return prefix
             chars *= 2
         return None
 
@@ -127,7 +130,5 @@ def _pair(query: _Side, document: _Side, max_length: int) -> tuple[str, str]:
     if (q is None) == (d is None):
         return query.text, document.text  # nothing to cut, or both sides long: only whole texts are exact
     if q is not None:
-        q = query.cut(max(long, document.whole_count() + 1))  # still the longer side once cut
-        return (q[0] if q else query.text), document.text
-    d = document.cut(max(long, query.whole_count() + 1))
-    return query.text, (d[0] if d else document.text)
+        return query.cut(max(long, document.whole_count() + 1)) or query.text, document.text  # still the longer
+    return query.text, document.cut(max(long, query.whole_count() + 1)) or document.text

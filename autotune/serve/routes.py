@@ -8,7 +8,7 @@ import hmac
 import json
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -21,6 +21,8 @@ from starlette.routing import Route
 
 from autotune.serve.errors import ApiError
 from autotune.serve.service import RerankService
+
+Handler = Callable[[Request], Awaitable[Response]]
 
 
 async def _disconnect(request: Request) -> None:
@@ -73,6 +75,19 @@ def _check_key(request: Request, key: str | None) -> None:
     scheme, _, token = given.partition(" ")
     if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), key.encode()):
         raise ApiError("Unauthorized", "Unauthorized")
+
+
+def _keyed(key: str | None) -> Callable[[Handler], Handler]:
+    """A route that answers 401 without the API key (`/rerank` checks it inside its own error handling)."""
+    def wrap(handler: Handler) -> Handler:
+        async def guarded(request: Request) -> Response:
+            try:
+                _check_key(request, key)
+            except ApiError as err:
+                return err.response()
+            return await handler(request)
+        return guarded
+    return wrap
 
 
 async def _read_body_within(request: Request, limit: int, seconds: float) -> bytes:
@@ -143,11 +158,8 @@ def create_app(service: RerankService, *, load_in_background: bool = True) -> St
         return JSONResponse(ranks, headers={"x-inference-time": str(int(timing["inference"] * 1000)),
                                             "x-queue-time": str(int(timing["queue"] * 1000))})
 
+    @_keyed(service.settings.api_key)
     async def info(request: Request) -> Response:
-        try:
-            _check_key(request, service.settings.api_key)
-        except ApiError as err:
-            return err.response()
         return JSONResponse(service.info())
 
     async def health(request: Request) -> Response:
@@ -155,11 +167,8 @@ def create_app(service: RerankService, *, load_in_background: bool = True) -> St
             return Response(status_code=200)
         return ApiError("Unhealthy", service.load_error or "model is loading").response()
 
+    @_keyed(service.settings.api_key)
     async def metrics(request: Request) -> Response:
-        try:
-            _check_key(request, service.settings.api_key)
-        except ApiError as err:
-            return err.response()
         return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
 
     @asynccontextmanager
