@@ -3,7 +3,6 @@ with a whole-exchange deadline and bounded retries."""
 
 from __future__ import annotations
 
-import json
 import signal
 import threading
 import time
@@ -81,22 +80,23 @@ def whole_exchange_deadline(seconds: float) -> Iterator[None]:
 
 
 def server_version(client: Any) -> str | None:
+    """The answering Hindsight's version, or None when `/version` is missing, slow or not a version."""
     import httpx
 
+    from autotune.hindsight.schema import parse_version_body
+
     try:
-        with whole_exchange_deadline(client.timeout.read or 30.0):
-            resp = client.get("/version")
-        if resp.status_code != 200:
-            return None
-        try:
-            body = resp.json()
-        except ValueError:
-            return resp.text.strip()[:40] or None
-        if isinstance(body, dict):
-            return str(body.get("version") or body.get("api_version") or "") or None
-        return str(body)[:40]
+        with whole_exchange_deadline(client.timeout.read or 30.0), client.stream("GET", "/version") as resp:
+            if resp.status_code != 200:
+                return None
+            body = b""
+            for chunk in resp.iter_bytes():
+                body += chunk
+                if len(body) > 4096:  # a version is a few bytes: a larger answer is not one
+                    return None
     except httpx.HTTPError:
         return None
+    return parse_version_body(body)
 
 
 def _post_by_deadline(client: Any, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
@@ -119,7 +119,11 @@ def _post_by_deadline(client: Any, path: str, body: dict[str, Any]) -> tuple[int
 
 
 def post_with_retry(client: Any, path: str, body: dict[str, Any], retries: int) -> dict[str, Any]:
+    """POST a recall, retrying time-outs, lost connections, 429 and 5xx; the answer checked against
+    Hindsight's recall schema."""
     import httpx
+
+    from autotune.hindsight.schema import BadAnswer, parse_recall
 
     delay = 0.5
     for attempt in range(retries + 1):
@@ -132,9 +136,9 @@ def post_with_retry(client: Any, path: str, body: dict[str, Any], retries: int) 
         else:
             if status == 200:
                 try:
-                    return json.loads(payload)
-                except (ValueError, RecursionError) as exc:
-                    raise UpstreamError("response is not JSON") from exc
+                    return parse_recall(payload)
+                except BadAnswer as exc:  # the server's answer, not a transient failure: not retried
+                    raise UpstreamError(str(exc)) from None
             if status in (401, 403):
                 raise UpstreamError(f"HTTP {status}: check the API key")
             problem = f"HTTP {status}"

@@ -276,6 +276,8 @@ def recall_body(query: str, budget: str | None, max_tokens: int | None) -> dict[
 
 
 def record_from_traces(directory: Path, out: Path, *, resume: bool = False) -> RecordReport:
+    from autotune.hindsight.schema import parse_recall
+
     if not Path(directory).is_dir():
         raise OptionsError(f"trace directory {directory} does not exist")
     report = RecordReport()
@@ -283,7 +285,7 @@ def record_from_traces(directory: Path, out: Path, *, resume: bool = False) -> R
     try:
         for path in sorted(Path(directory).glob("*.json")):
             try:
-                response = json.loads(path.read_text(encoding="utf-8"))
+                response = parse_recall(path.read_bytes())  # the schema a live recall is checked against
                 budget = response.get("budget") if isinstance(response, dict) and isinstance(
                     response.get("budget"), str) else None
                 line = line_from_recall(response, budget=budget, version=None)
