@@ -1,34 +1,50 @@
 """One search per host at a time: two would corrupt each other's timings.
 
-An OS file lock (flock) is released by the kernel when its holder dies, so a crashed or
-killed run never leaves it stuck.
+The lock is host-wide, not per state directory: runs with different `AUTOTUNE_STATE_DIR`s, or by different
+users, share the same cores just as much. It lives in the system's temporary directory (or
+`AUTOTUNE_LOCK_DIR`, which a container sharing a host's cores can mount), readable and writable by every
+user. An OS file lock (flock) is released by the kernel when its holder dies, so a crashed or killed run
+never leaves it stuck.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from filelock import FileLock, Timeout
 
 from autotune.errors import LockedError
+from autotune.paths import lock_dir
+
+LOCK_NAME = "autotune-measuring.lock"
 
 
-@contextmanager
-def host_lock(directory: Path) -> Iterator[None]:
+@contextlib.contextmanager
+def host_lock(directory: Path | None = None) -> Iterator[None]:
+    """Hold the host's measuring lock for the block, or a LockedError naming the run that holds it."""
+    directory = lock_dir() if directory is None else directory
     directory.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(directory / "run.lock"))
-    owner = directory / "run.lock.owner"
+    lock = FileLock(str(directory / LOCK_NAME), mode=0o666)  # another user's run must be able to take it
+    owner = directory / f"{LOCK_NAME}.owner"
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        pid = owner.read_text().strip() if owner.exists() else "unknown"
-        raise LockedError(f"another autotune run is measuring on this host (pid {pid}); two searches at once "
-                          "would corrupt each other's timings: wait for it to finish") from None
+        raise LockedError(f"another autotune run is measuring on this host ({_holder(owner)}); two searches at "
+                          "once would corrupt each other's timings: wait for it to finish") from None
     try:
-        owner.write_text(str(os.getpid()))
+        with contextlib.suppress(OSError):  # the note is a courtesy; the lock is what counts
+            owner.write_text(f"pid {os.getpid()}")
+            owner.chmod(0o666)
         yield
     finally:
         lock.release()
+
+
+def _holder(owner: Path) -> str:
+    try:
+        return owner.read_text()[:40].strip() or "pid unknown"
+    except OSError:
+        return "pid unknown"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import socket
 import subprocess
 import sys
@@ -313,15 +314,16 @@ def test_workload_with_a_byte_order_mark_is_accepted(tmp_path):
 
 
 def test_a_second_run_is_refused_before_the_model_loads(tmp_path, tiny_model_dir, workload_file, monkeypatch):
-    from autotune.paths import state_dir
+    """Even with another state directory (issue 36, item 15: such runs measured at once, unwarned)."""
     from autotune.runlock import host_lock
 
     loaded = []
     monkeypatch.setattr("autotune.pipeline.phases.resolve_model", lambda *a: loaded.append(1))
-    with host_lock(state_dir()):
-        status, _, _ = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
+    with host_lock():
+        monkeypatch.setenv("AUTOTUNE_STATE_DIR", str(tmp_path / "another-state"))
+        status, _, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
                                 "--env-file", str(tmp_path / ".env"), "--no-compose", *FAST])
-    assert status == ExitStatus.LOCKED and loaded == []
+    assert status == ExitStatus.LOCKED and loaded == [] and f"pid {os.getpid()}" in err, err
 
 
 # ---- serve -----------------------------------------------------------------------------------------------------

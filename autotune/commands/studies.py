@@ -17,7 +17,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from autotune.search.study import open_storage, study_summaries
+    from autotune.search.storage import open_storage
+    from autotune.search.study import study_summaries
 
     summaries = study_summaries(open_storage(args.storage))
     if not summaries:

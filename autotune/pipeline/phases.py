@@ -42,7 +42,9 @@ from autotune.search.selfcheck import SelfCheck, logits_from_scores, self_check
 from autotune.search.served_memory import measure_served
 from autotune.search.space import SearchSettings
 from autotune.search.stats import NOISY_SPREAD
-from autotune.search.study import best_feasible_config, open_study, run_study, shared_lock, trial_records
+from autotune.search.storage import shared_lock
+from autotune.search.study import best_feasible_config, open_study, trial_records
+from autotune.search.trial_loop import run_study
 from autotune.workload.candidate_cap import CandidateCap, apply_cap, cap_from_env
 from autotune.workload.queries import Workload, load_workload
 

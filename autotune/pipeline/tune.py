@@ -6,18 +6,17 @@ import time
 from collections.abc import Callable
 
 from autotune.host import HostProbe
-from autotune.paths import state_dir
 from autotune.pipeline.options import RunOptions, RunOutcome
 from autotune.pipeline.phases import ProgressFn, commit, judge, load, precheck, prepare, race, refine, search
 from autotune.runlock import host_lock
 from autotune.search.noise import LoadMonitor
-from autotune.search.study import open_storage
+from autotune.search.storage import open_storage
 
 
 def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: ProgressFn | None = None,
          on_stage: Callable[[str], None] | None = None) -> RunOutcome:
     ctx = prepare(opts, probe=probe, stage=on_stage or (lambda _msg: None))  # refusals before any model loads
-    with host_lock(state_dir()):  # before the model loads: a second run refuses at once
+    with host_lock():  # before the model loads: a second run on this host refuses at once
         store = open_storage(opts.storage, fresh=opts.fresh)
         load(ctx)
         precheck(ctx)

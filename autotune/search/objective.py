@@ -25,7 +25,8 @@ from autotune.search.memory import ESTIMATE_MARGIN, ModelMemory, PeakRss, availa
 from autotune.search.parity import compare
 from autotune.search.space import SearchSettings
 from autotune.search.stats import percentile
-from autotune.search.study import FINISHED, is_live
+from autotune.search.study import FINISHED
+from autotune.search.trial_loop import is_live
 from autotune.workload.queries import Workload
 
 MACHINE_SHARE = 0.8  # of the free memory Hindsight's defaults may take to be raced: a fifth stays free

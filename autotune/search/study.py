@@ -1,29 +1,23 @@
-"""The Optuna study: a seeded TPE search over the target's knobs.
+"""The Optuna study: a seeded TPE search over the target's knobs, and what its trials say.
 
 Trials that fail parity or pass the memory budget are marked infeasible with
 `Trial.set_constraint`, so they are never chosen; Optuna's `SuccessiveHalvingPruner` stops a
-trial that is not in the better half at the same number of queries (see `objective`).
+trial that is not in the better half at the same number of queries (see `objective`). Where the
+study is kept is `storage`; how its trials are run is `trial_loop`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import time
-import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune.errors import OptionsError, first_line
 from autotune.paths import state_dir
 from autotune.runtime.engine import EngineConfig
-
-if TYPE_CHECKING:
-    from autotune.search.objective import Objective
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)  # our own messages say what matters
 
@@ -76,7 +70,7 @@ HOST_NAME_ATTR = "host"
 
 
 def host_id() -> str:
-    """This host's identity for shared studies: kept beside its run lock, so it is per host as the lock is."""
+    """This host's identity in shared studies, kept in its state directory."""
     import uuid
 
     path = state_dir() / "host-id"
@@ -86,118 +80,12 @@ def host_id() -> str:
     return path.read_text().strip()
 
 
-def fail_stale_trials(study: optuna.Study) -> int:
-    """Trials this host left RUNNING when it was killed are failed (its run lock says none is live).
-
-    Another host's running trials, in a shared study, are that host's: they are left alone.
-    """
-    me = host_id()
-    stale = [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-             if t.user_attrs.get(HOST_ATTR, me) == me]
-    for t in stale:
-        study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
-    return len(stale)
-
-
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
 
 def finished_trials(study: optuna.Study) -> list[FrozenTrial]:
     return study.get_trials(deepcopy=False, states=FINISHED)
 
-
-TAKEN = (*FINISHED, TrialState.RUNNING)  # counted against --trials
-
-
-def run_study(
-    study: optuna.Study,
-    objective: Objective,
-    trials: int,
-    *,
-    timeout_s: float | None = None,
-    on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None,
-    gate: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
-    wait_for_others_s: float = 1800.0,
-) -> int:
-    """Run trials until the study holds `trials` (finished or running, on any host), within `timeout_s`;
-    returns how many were already done (resumed).
-
-    Counting, asking and suggesting happen under `gate` (a database lock when several hosts share the
-    study), so hosts split the trials and the total is what was asked. At the end it waits for the
-    other hosts' running trials, so every host re-races from the whole study.
-    """
-    me, name = host_id(), _host_name()
-    with gate():
-        fail_stale_trials(study)
-        done = len(finished_trials(study))
-    started = time.monotonic()
-    if timeout_s is not None and timeout_s <= 0:
-        return done
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", category=optuna.exceptions.ExperimentalWarning)
-        while timeout_s is None or time.monotonic() - started < timeout_s:
-            with gate():
-                if len(study.get_trials(deepcopy=False, states=TAKEN)) >= trials:
-                    break
-                trial = study.ask()
-                trial.set_user_attr(HOST_ATTR, me)
-                trial.set_user_attr(HOST_NAME_ATTR, name)
-                # Suggested before the lock is let go: another host looking for a duplicate then sees
-                # every parameter of this trial, never a half-suggested one it would take for different.
-                objective.space.suggest(trial)
-            frozen = _evaluate(study, objective, trial)
-            if on_trial is not None:
-                on_trial(study, frozen)
-    _wait_for_others(study, me, min(wait_for_others_s, _left(timeout_s, started)))
-    return done
-
-
-def _evaluate(study: optuna.Study, objective: Objective, trial: optuna.Trial) -> FrozenTrial:
-    """What `study.optimize` does for one trial: pruned and failed trials are told so; errors propagate."""
-    try:
-        value = objective(trial)
-    except optuna.TrialPruned:
-        return study.tell(trial, state=TrialState.PRUNED)
-    except KeyboardInterrupt:
-        # Nothing more is written once interrupted: the signal may have landed inside the journal's
-        # lock, and a write would then wait out its 30 s grace period. The trial stays RUNNING until
-        # this host's next run fails it (`fail_stale_trials`).
-        raise
-    except BaseException:
-        study.tell(trial, state=TrialState.FAIL)
-        raise
-    return study.tell(trial, value)
-
-
-def _wait_for_others(study: optuna.Study, me: str, limit_s: float) -> None:
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline and any(
-            t.user_attrs.get(HOST_ATTR, me) != me and is_live(study, t)
-            for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))):
-        time.sleep(1.0)
-
-
-def is_live(study: optuna.Study, trial: FrozenTrial) -> bool:
-    """A running trial that has not yet run three times as long as the study's trials take (at least a
-    minute): past that, its host has likely died, and nobody should wait for it."""
-    import datetime
-    import statistics
-
-    took = [(t.datetime_complete - t.datetime_start).total_seconds() for t in finished_trials(study)
-            if t.datetime_start is not None and t.datetime_complete is not None]
-    patience = max(60.0, 3.0 * statistics.median(took)) if took else 600.0
-    started = trial.datetime_start
-    return started is None or (datetime.datetime.now() - started).total_seconds() < patience
-
-
-def _left(timeout_s: float | None, started: float) -> float:
-    return float("inf") if timeout_s is None else max(0.0, timeout_s - (time.monotonic() - started))
-
-
-def _host_name() -> str:
-    import socket
-
-    return socket.gethostname()
 
 
 def trial_records(study: optuna.Study) -> list[TrialRecord]:
@@ -214,75 +102,6 @@ def trial_records(study: optuna.Study) -> list[TrialRecord]:
                                    attrs.get("rss_mb"), attrs.get("duplicate_of"), attrs.get("peak_growth_mb"),
                                    attrs.get("estimated_mb"), attrs.get("queries_measured")))
     return records
-
-JOURNAL_NAME = "studies.journal"
-
-
-def open_storage(storage: str | None, *, fresh: bool = False) -> Any:
-    """The study storage, opened (and so checked) before anything is measured.
-
-    A bad URL, an unreachable database or a corrupt journal is one line with exit 4. With
-    `--fresh`, a corrupt journal is moved aside (its studies are lost, and the message says so).
-    """
-    if storage is not None:
-        try:
-            return _open_database(storage)
-        except Exception as exc:  # sqlalchemy raises many kinds: bad scheme, missing driver, unreachable file
-            raise OptionsError(f"--storage {_redact(storage)} cannot be opened: {first_line(exc)}") from exc
-    from optuna.storages.journal import JournalFileBackend, JournalStorage
-
-    state_dir().mkdir(parents=True, exist_ok=True)
-    path = state_dir() / JOURNAL_NAME
-    try:
-        _check_journal(path)  # every complete line now, so a corrupt one shows here and not mid-run
-        return JournalStorage(JournalFileBackend(str(path)))
-    except (ValueError, KeyError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
-        if not fresh:
-            raise OptionsError(f"the study journal {path} is corrupt ({first_line(exc)}): rerun with --fresh to "
-                               "set it aside and start over") from exc
-        aside = path.with_name(f"{JOURNAL_NAME}.corrupt-{int(time.time())}")
-        path.rename(aside)
-        return JournalStorage(JournalFileBackend(str(path)))
-
-
-def _open_database(url: str) -> Any:
-    """Optuna's RDB storage. On PostgreSQL, hosts starting at once would all create Optuna's tables and
-    all but one fail on a unique violation: the creation is serialized under an advisory lock."""
-    if not url.startswith("postgresql"):
-        return optuna.storages.get_storage(url)
-    import sqlalchemy
-
-    engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool)
-    try:
-        with engine.connect() as conn:
-            conn.execute(sqlalchemy.text("SELECT pg_advisory_lock(:k)"), {"k": ADVISORY_KEY})
-            try:
-                return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
-            finally:
-                conn.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:k)"), {"k": ADVISORY_KEY})
-    finally:
-        engine.dispose()
-
-
-def _check_journal(path: Path) -> None:
-    """Each complete line of an Optuna journal is one JSON object (a torn last line is Optuna's to skip)."""
-    import json
-
-    if not path.exists():
-        return
-    with open(path, "rb") as fh:
-        for number, line in enumerate(fh, start=1):
-            if line.endswith(b"\n") and line.strip() and not isinstance(json.loads(line), dict):
-                raise ValueError(f"line {number} is not a journal entry")
-
-
-def _redact(url: str) -> str:
-    """Never print a password that sits in a storage URL."""
-    import re
-
-    return re.sub(r"//([^:/@]+):[^@/]*@", r"//\1:***@", url)
-
-
 
 def halving_pruner(rungs: Sequence[int]) -> optuna.pruners.BasePruner:
     """Optuna's successive halving with queries as the resource: rungs at the first rung's size, doubling."""
@@ -308,27 +127,6 @@ def open_study(name: str, store: Any, seed: int, rungs: Sequence[int], fresh: bo
     study.sampler = optuna.samplers.TPESampler(seed=(seed + done + salt) % 2**32, n_startup_trials=8,
                                                constant_liar=shared)
     return study
-
-
-@contextlib.contextmanager
-def shared_lock(store: Any) -> Iterator[None]:
-    """Hosts sharing a PostgreSQL study take turns to count and ask for trials (a session advisory lock);
-    any other storage is one host's, serialized by its run lock already."""
-    engine = getattr(store, "engine", None)
-    if engine is None or engine.dialect.name != "postgresql":
-        yield
-        return
-    from sqlalchemy import text
-
-    with engine.connect() as conn:
-        conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": ADVISORY_KEY})
-        try:
-            yield
-        finally:
-            conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": ADVISORY_KEY})
-
-
-ADVISORY_KEY = 0x61757475  # "autu": one lock for autotune's trial bookkeeping and schema creation
 
 
 @dataclass(frozen=True)

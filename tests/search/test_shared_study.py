@@ -33,7 +33,8 @@ def postgres():  # type: ignore[no-untyped-def]
 
 def start_run(work: Path, host: str, url: str, model: Path, workload: Path, trials: int) -> subprocess.Popen[str]:
     (work / host).mkdir(parents=True)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "AUTOTUNE_STATE_DIR": str(work / host / "state")}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "AUTOTUNE_STATE_DIR": str(work / host / "state"),
+           "AUTOTUNE_LOCK_DIR": str(work / host / "lock")}  # two hosts: each has its own cores and lock
     return subprocess.Popen(
         [sys.executable, "-m", "autotune", "run", "--workload", str(workload), "--model", str(model),
          "--storage", url, "--trials", str(trials), "--repeats", "1", "--final-rounds", "2", "--refine-rounds", "0",

@@ -141,7 +141,7 @@ def test_a_trial_is_fully_suggested_before_the_shared_lock_is_let_go():
     would look different from its own, and the same configuration would be timed twice."""
     import contextlib
 
-    from autotune.search.study import run_study
+    from autotune.search.trial_loop import run_study
 
     space = SearchSpace(batch_sizes=(1, 2, 4), threads=(0, 1), precisions=("fp32",))
     study = optuna.create_study()
@@ -161,7 +161,7 @@ def test_a_trial_is_fully_suggested_before_the_shared_lock_is_let_go():
 def test_hindsights_defaults_are_not_a_trial():
     """The final re-race times the baseline side by side with the finalists; timing it as a trial too
     (at batch 32, the slowest configuration as a rule) would only spend the search's budget twice."""
-    from autotune.search.study import run_study
+    from autotune.search.trial_loop import run_study
 
     space = SearchSpace(batch_sizes=(1, 2, 4), threads=(0,), length_sort=(False,), precisions=("fp32",))
     never_the_baseline = optuna.samplers.PartialFixedSampler({"batch_size": 1}, optuna.samplers.RandomSampler(0))

@@ -1,0 +1,131 @@
+"""Where studies live: a journal file in the state directory by default, or a database (`--storage`).
+
+Opening is checked before anything is measured: a bad URL, an unreachable database or a corrupt journal is
+one line with exit 4. Hosts or runs creating Optuna's tables at once are serialized (a PostgreSQL advisory
+lock, a file lock beside an SQLite file): unserialized, all but one failed on a unique constraint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from autotune.errors import OptionsError, first_line
+from autotune.paths import state_dir
+
+JOURNAL_NAME = "studies.journal"
+
+
+def open_storage(storage: str | None, *, fresh: bool = False) -> Any:
+    """The study storage, opened (and so checked) before anything is measured.
+
+    A bad URL, an unreachable database or a corrupt journal is one line with exit 4. With
+    `--fresh`, a corrupt journal is moved aside (its studies are lost, and the message says so).
+    """
+    if storage is not None:
+        try:
+            return _open_database(storage)
+        except Exception as exc:  # sqlalchemy raises many kinds: bad scheme, missing driver, unreachable file
+            raise OptionsError(f"--storage {_redact(storage)} cannot be opened: {first_line(exc)}") from exc
+    from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+    state_dir().mkdir(parents=True, exist_ok=True)
+    path = state_dir() / JOURNAL_NAME
+    try:
+        _check_journal(path)  # every complete line now, so a corrupt one shows here and not mid-run
+        return JournalStorage(JournalFileBackend(str(path)))
+    except (ValueError, KeyError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
+        if not fresh:
+            raise OptionsError(f"the study journal {path} is corrupt ({first_line(exc)}): rerun with --fresh to "
+                               "set it aside and start over") from exc
+        aside = path.with_name(f"{JOURNAL_NAME}.corrupt-{int(time.time())}")
+        path.rename(aside)
+        return JournalStorage(JournalFileBackend(str(path)))
+
+
+def _open_database(url: str) -> Any:
+    """Optuna's RDB storage, its tables created by one process at a time: hosts (or runs) starting at once
+    on a fresh database all created them, and all but one failed on a unique constraint."""
+    if url.startswith("postgresql"):
+        return _open_postgresql(url)
+    with _sqlite_creation_lock(url):
+        return optuna.storages.get_storage(url)
+
+
+def _open_postgresql(url: str) -> Any:
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            conn.execute(sqlalchemy.text("SELECT pg_advisory_lock(:k)"), {"k": ADVISORY_KEY})
+            try:
+                return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
+            finally:
+                conn.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:k)"), {"k": ADVISORY_KEY})
+    finally:
+        engine.dispose()
+
+
+@contextlib.contextmanager
+def _sqlite_creation_lock(url: str) -> Iterator[None]:
+    """A file lock beside an SQLite database while Optuna creates its tables; any other URL, none."""
+    from filelock import FileLock
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    database = parsed.database if parsed.get_backend_name() == "sqlite" else None
+    if not database or database == ":memory:":
+        yield
+        return
+    with FileLock(f"{Path(database).resolve()}.autotune-lock", timeout=120):
+        yield
+
+
+def _check_journal(path: Path) -> None:
+    """Each complete line of an Optuna journal is one JSON object (a torn last line is Optuna's to skip)."""
+    import json
+
+    if not path.exists():
+        return
+    with open(path, "rb") as fh:
+        for number, line in enumerate(fh, start=1):
+            if line.endswith(b"\n") and line.strip() and not isinstance(json.loads(line), dict):
+                raise ValueError(f"line {number} is not a journal entry")
+
+
+def _redact(url: str) -> str:
+    """Never print a password that sits in a storage URL."""
+    import re
+
+    return re.sub(r"//([^:/@]+):[^@/]*@", r"//\1:***@", url)
+
+
+
+
+@contextlib.contextmanager
+def shared_lock(store: Any) -> Iterator[None]:
+    """Hosts sharing a PostgreSQL study take turns to count and ask for trials (a session advisory lock);
+    any other storage is one host's, serialized by its run lock already."""
+    engine = getattr(store, "engine", None)
+    if engine is None or engine.dialect.name != "postgresql":
+        yield
+        return
+    from sqlalchemy import text
+
+    with engine.connect() as conn:
+        conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": ADVISORY_KEY})
+        try:
+            yield
+        finally:
+            conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": ADVISORY_KEY})
+
+
+ADVISORY_KEY = 0x61757475  # "autu": one lock for autotune's trial bookkeeping and schema creation
+
+
