@@ -32,20 +32,42 @@ def open_storage(storage: str | None, *, fresh: bool = False) -> Any:
             return _open_database(storage)
         except Exception as exc:  # sqlalchemy raises many kinds: bad scheme, missing driver, unreachable file
             raise OptionsError(f"--storage {_redact(storage)} cannot be opened: {first_line(exc)}") from exc
-    from optuna.storages.journal import JournalFileBackend, JournalStorage
+    from optuna.storages.journal import JournalStorage
 
     state_dir().mkdir(parents=True, exist_ok=True)
     path = state_dir() / JOURNAL_NAME
     try:
         _check_journal(path)  # every complete line now, so a corrupt one shows here and not mid-run
-        return JournalStorage(JournalFileBackend(str(path)))
+        return JournalStorage(interrupt_safe_journal(path))
     except (ValueError, KeyError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
         if not fresh:
             raise OptionsError(f"the study journal {path} is corrupt ({first_line(exc)}): rerun with --fresh to "
                                "set it aside and start over") from exc
         aside = path.with_name(f"{JOURNAL_NAME}.corrupt-{int(time.time())}")
         path.rename(aside)
-        return JournalStorage(JournalFileBackend(str(path)))
+        return JournalStorage(interrupt_safe_journal(path))
+
+
+def interrupt_safe_journal(path: Path) -> Any:
+    """Optuna's journal file, each append made whole before a Ctrl-C or SIGTERM lands.
+
+    Optuna's journal lock cleans up after an interrupt by guessing where it landed. One landing inside
+    `release()` before its rename makes it unlink a `.rename` file that was never made: the
+    `FileNotFoundError on …journal.lock<uuid>.rename` seen in about 1 in 30 interrupted runs, which also
+    left the lock file behind for the next run to wait out (30 s). One landing while `acquire()` waits
+    makes it release a lock another process holds. Held until the append is done, the signal can land in
+    neither.
+    """
+    from optuna.storages.journal import JournalFileBackend
+
+    from autotune.fileio import deferred_interrupts
+
+    class InterruptSafeJournal(JournalFileBackend):
+        def append_logs(self, logs: list[dict[str, Any]]) -> None:
+            with deferred_interrupts():
+                super().append_logs(logs)
+
+    return InterruptSafeJournal(str(path))
 
 
 def _open_database(url: str) -> Any:

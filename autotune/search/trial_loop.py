@@ -88,9 +88,8 @@ def _evaluate(study: optuna.Study, objective: Objective, trial: optuna.Trial) ->
     except optuna.TrialPruned:
         return study.tell(trial, state=TrialState.PRUNED)
     except KeyboardInterrupt:
-        # Nothing more is written once interrupted: the signal may have landed inside the journal's
-        # lock, and a write would then wait out its 30 s grace period. The trial stays RUNNING until
-        # this host's next run fails it (`fail_stale_trials`).
+        # Nothing more is written once interrupted: the run is stopping, and says so at once. The trial
+        # stays RUNNING until this host's next run fails it (`fail_stale_trials`).
         raise
     except BaseException:
         study.tell(trial, state=TrialState.FAIL)

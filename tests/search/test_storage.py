@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
+import signal
 import time
 
 import optuna
@@ -44,3 +46,36 @@ def test_a_storage_that_cannot_be_opened_is_one_line_without_its_password(tmp_pa
     with pytest.raises(OptionsError) as caught:
         open_storage("postgresql+psycopg://me:s3cret@127.0.0.1:1/nowhere")
     assert "s3cret" not in caught.value.message and "me:***@" in caught.value.message
+
+
+def _interrupt_inside_the_locks_release(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGINT lands in Optuna's `release()` just before it renames the lock file: where the race struck."""
+    real_rename = os.rename
+
+    def rename(src: str, dst: str) -> None:
+        if dst.endswith(".rename"):
+            monkeypatch.setattr(os, "rename", real_rename)
+            os.kill(os.getpid(), signal.SIGINT)
+        real_rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", rename)
+
+
+def test_an_interrupt_inside_the_journal_lock_leaves_no_lock_behind(tmp_path, monkeypatch):
+    """Issue 36, item 15: the journal-lock race, found in Optuna's lock and closed by holding the signal."""
+    from optuna.storages.journal import JournalFileBackend
+
+    from autotune.search.storage import interrupt_safe_journal
+
+    plain = JournalFileBackend(str(tmp_path / "plain.journal"))
+    _interrupt_inside_the_locks_release(monkeypatch)
+    with pytest.raises(FileNotFoundError):  # Optuna's own lock: the race as users saw it
+        plain.append_logs([{"op_code": 0, "worker_id": "w", "study_name": "s", "directions": [1]}])
+    assert (tmp_path / "plain.journal.lock").exists()  # and the next run would wait out its grace period
+
+    safe = interrupt_safe_journal(tmp_path / "safe.journal")
+    _interrupt_inside_the_locks_release(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):  # still stops, once the append is whole
+        safe.append_logs([{"op_code": 0, "worker_id": "w", "study_name": "s", "directions": [1]}])
+    assert not (tmp_path / "safe.journal.lock").exists()
+    assert len(list(safe.read_logs(0))) == 1
