@@ -12,6 +12,8 @@ from autotune.runtime.model import build_default_model
 from autotune.workload.queries import load_workload
 from tests.real_hindsight import RealHindsight, cli, memories, onnx_defaults, pgvector_missing
 
+pytestmark = pytest.mark.slow  # a real Hindsight on PostgreSQL: minutes
+
 QUERIES = ["What is Maya allergic to?", "When does the deployment freeze start and end?",
            "What happened with the boiler?", "How do I restart the staging environment?",
            "What was decided about the churn analysis?"]

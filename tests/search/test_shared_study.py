@@ -18,8 +18,8 @@ from tests.real_hindsight import PG_BIN, Postgres
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.skipif(not (PG_BIN / "initdb").exists(),
-                                reason="Debian's postgresql-15 is absent (.ci/run installs it)")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not (PG_BIN / "initdb").exists(),
+                                                   reason="Debian's postgresql-15 is absent (.ci/run installs it)")]
 
 
 @pytest.fixture(scope="module")

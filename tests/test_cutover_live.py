@@ -11,6 +11,8 @@ import pytest
 
 from tests.real_hindsight import RealHindsight, cutover_flow, pgvector_missing
 
+pytestmark = pytest.mark.slow  # a real Hindsight on PostgreSQL: minutes
+
 QUERIES = ["What is Maya allergic to?", "When does the deployment freeze start and end?",
            "What happened with the boiler?", "How do I restart the staging environment?"]
 
