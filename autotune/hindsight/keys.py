@@ -48,3 +48,9 @@ def user_caps(env: dict[str, str]) -> dict[str, int]:
         elif flat is not None:
             caps[level] = flat
     return caps
+
+
+def pool_cap(caps: dict[str, int], budget: str | None) -> int:
+    """How many fused candidates Hindsight reranks for a recall at this budget: the user's cap, else 300."""
+    level = budget if budget in LEVELS else DEFAULT_LEVEL
+    return caps.get(level, DEFAULT_MAX_CANDIDATES)

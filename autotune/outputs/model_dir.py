@@ -136,11 +136,14 @@ class TokenizerCheck:
                 "note": self.note}
 
 
-def check_tokenizer(directory: Path, pairs_by_query: Sequence[tuple[str, list[str]]],
+def check_tokenizer(directory: Path, pairs_by_query: Sequence[Sequence[tuple[str, str]]],
                     expected: Sequence[Sequence[Feeds]], max_tokens: int, input_names: Sequence[str]
                     ) -> TokenizerCheck:
     """Feed for feed, as Hindsight builds them: `tokenizer(queries, docs, truncation=True, max_length=...)`,
     then zeros for `token_type_ids` where the graph wants them and the tokenizer gives none.
+
+    The pairs are `PairTokenizer.pairs`: texts far past the model already cut where truncation gives the
+    same ids, since a whole 50 MB document made the tokenizer hold 7.6 GB.
 
     A different tokenizer path once gave 55 tokens where the right one gave 25; a tokenizer that
     gives no `token_type_ids` makes a BERT score every pair as if it were one segment. Either
@@ -164,8 +167,8 @@ def check_tokenizer(directory: Path, pairs_by_query: Sequence[tuple[str, list[st
                          "would tokenize differently from autotune; add tokenizer.json to the model")
     total = mismatched = 0
     first = ""
-    for q_index, ((query, documents), ours_q) in enumerate(zip(pairs_by_query, expected, strict=True)):
-        got = tok([query] * len(documents), documents, truncation=True, max_length=max_tokens)
+    for q_index, (pairs, ours_q) in enumerate(zip(pairs_by_query, expected, strict=True)):
+        got = tok([q for q, _ in pairs], [d for _, d in pairs], truncation=True, max_length=max_tokens)
         for d_index, ours in enumerate(ours_q):
             total += 1
             theirs = {name: list(got[name][d_index]) if name in got else [0] * len(got["input_ids"][d_index])

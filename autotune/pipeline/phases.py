@@ -105,6 +105,9 @@ def prepare(opts: RunOptions, *, probe: HostProbe | None = None,
     if cap is not None:  # Hindsight cuts documents before the reranker: so does the replay
         workload = apply_cap(workload, cap)
     target = get_target(opts.target)
+    oversized = oversized_pools(workload, parse_env(env_text))
+    if oversized:
+        stage(oversized)
     traffic = Load(_concurrency(opts, target, user_env))
     check_hindsight_version(workload, target)
     if opts.name is not None:
@@ -130,6 +133,25 @@ def prepare(opts: RunOptions, *, probe: HostProbe | None = None,
         except OptionsError as exc:  # unreadable: nothing to keep; this run replaces it
             stage(f"the profile at {committed} cannot be read ({exc.message}): it is replaced, not raced")
     return ctx
+
+
+def oversized_pools(workload: Workload, env: dict[str, str]) -> str | None:
+    """A warning when queries hold more documents than Hindsight ever reranks per recall (MAX_CANDIDATES,
+    300 unless the `.env` says otherwise): every trial then does that many times a recall's work, and a
+    query of 10,000 documents once ran past 400 s without a word."""
+    from autotune.hindsight.keys import MAX_CANDIDATES, pool_cap, user_caps
+
+    caps = user_caps(env)
+    over = [(n, len(q.documents), pool_cap(caps, q.budget)) for n, q in enumerate(workload.queries, start=1)
+            if len(q.documents) > pool_cap(caps, q.budget)]
+    if not over:
+        return None
+    n, docs, cap = max(over, key=lambda o: o[1] / o[2])
+    return (f"warning: {len(over)} of {len(workload.queries)} queries hold more documents than Hindsight reranks "
+            f"per recall (query #{n}: {docs} against {MAX_CANDIDATES.removeprefix('HINDSIGHT_API_RERANKER_')} "
+            f"{cap}), so each trial does up to {docs / cap:.1f}x a recall's work and the search is that much "
+            "slower: record the workload from Hindsight (`autotune record`), or cut each query to its first "
+            f"{cap} documents")
 
 
 def incumbent(ctx: RunContext, study_name: str) -> EngineConfig | None:

@@ -13,13 +13,14 @@ from autotune.outputs.ownership import MODEL_MARKER, marker_text
 from autotune.runtime.tokenize import PairTokenizer
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-PAIRS = [("what is the capital of France?", ["Paris is the capital.", "東京 " * 200])]
+QUERIES = [("what is the capital of France?", ["Paris is the capital.", "東京 " * 200])]
+PAIRS = [[(q, d) for d in docs] for q, docs in QUERIES]
 
 
 def expected(model_dir, max_tokens=128):
     tok = PairTokenizer(model_dir / "tokenizer.json", max_tokens)
     return [[{"input_ids": e.ids, "token_type_ids": e.type_ids, "attention_mask": [1] * len(e.ids)}
-             for e in tok.encode(q, docs)] for q, docs in PAIRS]
+             for e in tok.encode(q, docs)] for q, docs in QUERIES]
 
 
 def test_staged_dir_is_readable_by_others_and_commits_whole(tmp_path, tiny_model_dir):

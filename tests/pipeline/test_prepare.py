@@ -1,0 +1,45 @@
+"""What `run` says and refuses before any model loads."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from autotune.errors import OptionsError
+from autotune.pipeline.options import RunOptions
+from autotune.pipeline.phases import oversized_pools, prepare
+from autotune.workload.queries import Query, Workload
+
+
+def _workload(*sizes: int, budget: str | None = None) -> Workload:
+    return Workload([Query(f"q{i}", ["d"] * n, budget) for i, n in enumerate(sizes)], "0" * 64)
+
+
+def test_pools_hindsight_would_rerank_whole_pass_silently():
+    assert oversized_pools(_workload(300, 12), {}) is None
+
+
+def test_a_pool_past_hindsights_cap_is_named_with_its_cost():
+    """Issue 36, item 11: 10,000 documents in one query ran past 400 s with no warning."""
+    note = oversized_pools(_workload(50, 10_000, 400), {})
+    assert note is not None and note.startswith("warning: 2 of 3 queries")
+    assert "query #2: 10000 against MAX_CANDIDATES 300" in note and "33.3x" in note
+
+
+def test_the_users_own_cap_is_the_one_compared():
+    env = {"HINDSIGHT_API_RERANKER_MAX_CANDIDATES": "50", "HINDSIGHT_API_RERANKER_MAX_CANDIDATES_HIGH": "500"}
+    assert oversized_pools(_workload(400, budget="high"), env) is None
+    assert "400 against MAX_CANDIDATES 50" in (oversized_pools(_workload(400, budget="low"), env) or "")
+    with pytest.raises(OptionsError):
+        oversized_pools(_workload(4), {"HINDSIGHT_API_RERANKER_MAX_CANDIDATES": "lots"})
+
+
+def test_prepare_says_it_before_any_model_loads(tmp_path, tiny_model_dir):
+    path = tmp_path / "big.jsonl"
+    path.write_text(json.dumps({"query": "q", "documents": [f"doc {i}" for i in range(1200)]}) + "\n")
+    said: list[str] = []
+    prepare(RunOptions(workload=path, model=tiny_model_dir, env_file=tmp_path / ".env", compose_file=None,
+                       profile_dir=tmp_path / "profiles"),
+            stage=said.append)
+    assert [s for s in said if s.startswith("warning: 1 of 1 queries")]
