@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
@@ -10,19 +9,15 @@ import pytest
 import yaml
 from onnx import TensorProto, helper
 
-from autotune.cli import main
 from autotune.errors import ExitStatus
 from autotune.outputs.envfile import BEGIN
 from autotune.runtime.bert_onnx import build_bert_cross_encoder
 from tests.conftest import TINY_CONFIG, tiny_weights, write_model_dir, write_workload
+from tests.support.cli import run_cli
 
 FAST = ["--trials", "5", "--repeats", "1", "--final-rounds", "2"]
 
 
-def run_cli(args: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    status = main(args, stdout=out, stderr=err)
-    return status, out.getvalue(), err.getvalue()
 
 
 def outputs(tmp_path: Path) -> list[str]:

@@ -3,17 +3,11 @@ one name for the profile directory, and messages that name what they are about."
 
 from __future__ import annotations
 
-import io
-
 import pytest
 
 from autotune.cli import build_parser, main
 from autotune.errors import ExitStatus
-
-
-def run_cli(args: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    return main(args, stdout=out, stderr=err), out.getvalue(), err.getvalue()
+from tests.support.cli import run_cli
 
 
 def _subparsers():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import os
 import socket
 import subprocess
@@ -16,24 +15,18 @@ import onnx
 import pytest
 import yaml
 
-from autotune.cli import main
 from autotune.errors import ExitStatus
 from autotune.outputs.envfile import BEGIN
 from autotune.runtime.bert_onnx import build_bert_cross_encoder
 from tests.conftest import TINY_CONFIG, tiny_weights, write_model_dir, write_workload
-from tests.helpers import JsonHandler, serving, wait_healthy
+from tests.support.cli import one_line, run_cli
+from tests.support.http import JsonHandler, serving, wait_healthy
 
 FAST = ["--trials", "3", "--repeats", "1", "--final-rounds", "2"]
 
 
-def run_cli(args: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    return main(args, stdout=out, stderr=err), out.getvalue(), err.getvalue()
 
 
-def one_line(err: str) -> bool:
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    return len(lines) == 1 and lines[0].startswith("autotune: error:") and "Traceback" not in err
 
 
 def _nan_model(tmp_path: Path) -> Path:

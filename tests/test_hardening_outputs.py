@@ -4,7 +4,6 @@ for byte afterwards."""
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
 import signal
@@ -15,30 +14,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autotune.cli import main
 from autotune.errors import ExitStatus
 from autotune.outputs.envfile import BEGIN
 from autotune.outputs.ownership import MODEL_MARKER
+from tests.support.cli import run_cli, snapshot
 
 FAST = ["--trials", "3", "--repeats", "1", "--final-rounds", "1", "--refine-rounds", "0"]
 USER_COMPOSE = "services:\n  db:\n    image: postgres:15\n  hindsight:\n    image: hindsight:1.1.0\n"
 
 
-def run_cli(args: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    return main(args, stdout=out, stderr=err), out.getvalue(), err.getvalue()
 
 
-def snapshot(root: Path) -> dict[str, bytes | str]:
-    """Every file under `root` (links as their target's name), to compare before and after."""
-    out: dict[str, bytes | str] = {}
-    for path in sorted(root.rglob("*")):
-        rel = str(path.relative_to(root))
-        if path.is_symlink():
-            out[rel] = "->" + os.readlink(path)
-        elif path.is_file():
-            out[rel] = path.read_bytes()
-    return out
 
 
 @dataclass

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from autotune.host import FileProbe, HostInfo, HostProbe, cgroup_cpu_limit
-from tests.helpers import AVX2_HOST, VNNI_HOST
+from tests.support.hosts import AVX2_HOST, VNNI_HOST
 
 
 def test_fingerprint_is_stable_and_sensitive():

@@ -14,7 +14,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.helpers import wait_healthy
+from tests.support.http import wait_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 

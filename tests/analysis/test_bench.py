@@ -11,7 +11,7 @@ from autotune.errors import DriftError, ExitStatus
 from autotune.host import HostProbe
 from autotune.runtime.engine import EngineConfig
 from autotune.workload.queries import load_workload
-from tests.helpers import profile_for
+from tests.support.hosts import profile_for
 
 TUNED = EngineConfig(batch_size=2, intra_op_threads=1, length_sort=True, precision="fp32")
 

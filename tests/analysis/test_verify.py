@@ -15,7 +15,7 @@ from autotune.errors import ExitStatus
 from autotune.runtime.engine import REFERENCE
 from autotune.runtime.model import load_model_dir
 from autotune.runtime.sessions import EnginePool
-from tests.helpers import JsonHandler, serving
+from tests.support.http import JsonHandler, serving
 
 MEMORIES = ["Maya is allergic to peanuts", "Standup moved to 10am", "Bought oat milk", "Alice drinks tea"]
 

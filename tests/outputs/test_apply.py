@@ -11,7 +11,7 @@ import yaml
 
 from autotune.errors import ExitStatus
 from autotune.outputs.envfile import managed_values
-from tests.helpers import AVX2_HOST, VNNI_HOST
+from tests.support.hosts import AVX2_HOST, VNNI_HOST
 from tests.test_cli import run_cli
 
 

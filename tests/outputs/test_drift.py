@@ -12,7 +12,7 @@ from autotune.outputs.profile import SCHEMA, write_profile
 from autotune.runtime.engine import EngineConfig
 from autotune.runtime.targets import EnvContext
 from autotune.runtime.targets.tei_sidecar import TeiTarget
-from tests.helpers import AVX2_HOST, VNNI_HOST
+from tests.support.hosts import AVX2_HOST, VNNI_HOST
 
 INT8 = EngineConfig(batch_size=4, intra_op_threads=4, length_sort=True, precision="int8")
 

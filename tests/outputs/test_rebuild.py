@@ -3,20 +3,14 @@ from the profile's recipe, in a fresh cache, byte-identical to what the run emit
 
 from __future__ import annotations
 
-import io
 import shutil
 
 import pytest
 import yaml
 
-from autotune.cli import main
 from autotune.errors import ExitStatus
 from autotune.fileio import sha256_file
-
-
-def run_cli(args: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    return main(args, stdout=out, stderr=err), out.getvalue(), err.getvalue()
+from tests.support.cli import run_cli
 
 
 def test_apply_on_a_second_node_rebuilds_a_byte_identical_model(tmp_path, tiny_model_dir, workload_file,

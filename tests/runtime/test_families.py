@@ -27,7 +27,7 @@ from autotune.runtime.sessions import EnginePool
 from autotune.serve.service import RerankService
 from autotune.serve.settings import ServeSettings
 from tests.conftest import DOCS
-from tests.helpers import LiveServer
+from tests.support.http import LiveServer
 
 WORDS = sorted({w.strip(".,!?;:()[]").lower() for d in DOCS for w in d.split()} | {"what", "is", "the", "capital",
                                                                                       "of", "france", "word"})

@@ -18,7 +18,7 @@ from autotune.serve.service import RerankService
 from autotune.serve.settings import ServeSettings, resolve_settings
 from autotune.workload.queries import load_workload
 from tests.conftest import DOCS
-from tests.helpers import LiveServer
+from tests.support.http import LiveServer
 
 CONFIG = EngineConfig(batch_size=4, intra_op_threads=1, length_sort=True, precision="fp32")
 JSON = {"content-type": "application/json"}
@@ -254,7 +254,7 @@ def test_a_drop_in_for_teis_image_takes_its_flags_and_env(tiny_model_dir, tmp_pa
     import subprocess
     import sys
 
-    from tests.helpers import wait_healthy
+    from tests.support.http import wait_healthy
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -18,7 +18,7 @@ from autotune.serve.service import RerankService
 from autotune.serve.settings import ServeSettings
 from autotune.serve.tei_client import ClientSettings, HindsightLikeClient, retry_delay
 from tests.conftest import DOCS
-from tests.helpers import LiveServer
+from tests.support.http import LiveServer
 
 CONFIG = EngineConfig(batch_size=4, intra_op_threads=1, length_sort=True, precision="fp32")
 

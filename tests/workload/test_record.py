@@ -13,7 +13,7 @@ from autotune.cli import main
 from autotune.errors import ExitStatus
 from autotune.workload.queries import load_workload
 from autotune.workload.record import line_from_recall, record_from_server, render_document
-from tests.helpers import JsonHandler, serving
+from tests.support.http import JsonHandler, serving
 
 SECRET = "sk-do-not-leak-42"
 

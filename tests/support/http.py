@@ -1,4 +1,4 @@
-"""Small builders shared by tests."""
+"""Loopback HTTP for tests: fake servers answering JSON, and `autotune serve`'s app on a free port."""
 
 from __future__ import annotations
 
@@ -8,32 +8,11 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from autotune.host import Cores, HostInfo
-from autotune.outputs.profile import SCHEMA
-from autotune.runtime.engine import EngineConfig
-from autotune.runtime.model import load_model_dir
 
 if TYPE_CHECKING:
     from autotune.serve.service import RerankService
-
-# Two unlike hosts, for drift and fingerprint tests.
-VNNI_HOST = HostInfo(brand="Intel Xeon", isa={"avx2": True, "avx512f": True, "avx512_vnni": True,
-                                              "avx_vnni": False, "amx_int8": False},
-                     cores=Cores(8, 16, 8), l2_cache_bytes=None, l3_cache_bytes=None, memory_bytes=1,
-                     clock_hz=None, onnxruntime="1.32.0")
-AVX2_HOST = replace(VNNI_HOST, brand="AMD Ryzen", isa={**VNNI_HOST.isa, "avx512f": False, "avx512_vnni": False},
-                    cores=Cores(2, 2, 2))
-
-
-def profile_for(host: HostInfo, config: EngineConfig, model_dir: Path, target: str = "tei") -> dict[str, Any]:
-    bundle = load_model_dir(model_dir)
-    return {"schema": SCHEMA, "name": "test", "target": target, "host": host.to_dict(), "config": config.to_dict(),
-            "model": {"name": bundle.name, "ref": str(model_dir), "sha256": bundle.sha256}}
 
 
 class JsonHandler(BaseHTTPRequestHandler):

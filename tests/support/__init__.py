@@ -1,0 +1,1 @@
+"""What several test modules share: hosts, loopback servers, the CLI as a function."""
