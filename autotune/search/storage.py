@@ -102,8 +102,8 @@ def _sqlite_creation_lock(url: str) -> Iterator[None]:
 
     parsed = make_url(url)
     database = parsed.database if parsed.get_backend_name() == "sqlite" else None
-    if not database or database == ":memory:":
-        yield
+    if not database or database == ":memory:" or not Path(database).resolve().parent.is_dir():
+        yield  # nothing to serialize; and a lock file would create the missing directory SQLite must refuse
         return
     with FileLock(f"{Path(database).resolve()}.autotune-lock", timeout=120):
         yield

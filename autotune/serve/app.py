@@ -35,7 +35,7 @@ def check_bindable(host: str, port: int) -> None:
 
 def serve(settings: ServeSettings, host: str, port: int, *, graceful_timeout_s: float = 10.0,
           announce: Callable[[str], None] | None = None) -> None:
-    """Run until SIGTERM/SIGINT; then finish what is running, within `graceful_timeout_s`, and exit.
+    """Run until SIGTERM/SIGINT; then finish what is running, within `graceful_timeout_s`, and return.
 
     No connection limit of uvicorn's: past it every route answers 503, so stalled clients could
     turn /health unhealthy. Overload is the bounded queue's job (429); idle connections time out.
@@ -55,4 +55,12 @@ def serve(settings: ServeSettings, host: str, port: int, *, graceful_timeout_s: 
 
     config = uvicorn.Config(create_app(service), host=host, port=port, log_level="warning", timeout_keep_alive=5,
                             timeout_graceful_shutdown=graceful_timeout_s)
-    _Server(config).run()
+    try:
+        _Server(config).run()
+    except KeyboardInterrupt:
+        # uvicorn re-raises the signal it stopped on once it has stopped. For a server SIGTERM (docker stop,
+        # a pod's end) and Ctrl-C are the normal way out, not an interrupted job: exit 0, and say so.
+        if not service.stopping:
+            raise
+    if announce is not None:
+        announce("stopped: requests in flight finished, those still queued were answered 503")
