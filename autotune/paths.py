@@ -1,4 +1,4 @@
-"""Where autotune keeps its cache (built models, references), its state (studies) and its host lock."""
+"""Where autotune keeps its cache (built models, references) and state (studies)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import platformdirs
 
 CACHE_ENV = "AUTOTUNE_CACHE_DIR"
 STATE_ENV = "AUTOTUNE_STATE_DIR"
-LOCK_ENV = "AUTOTUNE_LOCK_DIR"
 
 
 def cache_dir() -> Path:
@@ -19,9 +18,3 @@ def cache_dir() -> Path:
 def state_dir() -> Path:
     return Path(os.environ.get(STATE_ENV) or platformdirs.user_state_dir("autotune"))
 
-
-def lock_dir() -> Path:
-    """Where the host-wide measuring lock lives: shared by every user and state directory on the host."""
-    import tempfile
-
-    return Path(os.environ.get(LOCK_ENV) or tempfile.gettempdir())

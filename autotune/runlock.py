@@ -17,9 +17,16 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from autotune.errors import LockedError
-from autotune.paths import lock_dir
 
 LOCK_NAME = "autotune-measuring.lock"
+LOCK_ENV = "AUTOTUNE_LOCK_DIR"
+
+
+def lock_dir() -> Path:
+    """Where the host-wide measuring lock lives: shared by every user and state directory on the host."""
+    import tempfile
+
+    return Path(os.environ.get(LOCK_ENV) or tempfile.gettempdir())
 
 
 @contextlib.contextmanager

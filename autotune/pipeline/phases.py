@@ -32,7 +32,8 @@ from autotune.runtime.targets import SpaceLimits, Target, get_target
 from autotune.search.client_sizing import hindsight_concurrency, measure_client_sizing
 from autotune.search.finalists import Finalist, SearchResult, challenge, choose, finalists_from, rerace
 from autotune.search.measure import Load, replay
-from autotune.search.memory import ModelMemory, default_budget_mb, process_peak_mb, rss_mb
+from autotune.search.memory import ModelMemory, PeakRss, default_budget_mb, process_peak_mb, rss_mb
+from autotune.search.memory_guard import measuring
 from autotune.search.noise import NoiseSample, trustworthiness, wait_quiet
 from autotune.search.objective import Objective
 from autotune.search.parity import compare, reference_scores
@@ -190,9 +191,11 @@ def precheck(ctx: RunContext) -> None:
         ctx.stage(d.line())
     ctx.budget_mb = ctx.settings.max_memory_mb or default_budget_mb()
     assert ctx.bundle is not None
+    lengths = _pair_lengths(ctx.pool, ctx.workload)
     ctx.objective = Objective(ctx.pool, ctx.workload, ctx.reference, ctx.space, ctx.settings,
-                              memory_budget_mb=ctx.budget_mb, memory_model=_memory_model(ctx.bundle),
-                              lengths=_pair_lengths(ctx.pool, ctx.workload), load=ctx.traffic)
+                              memory_budget_mb=ctx.budget_mb,
+                              memory_model=_memory_model(ctx.bundle, ctx.pool, ctx.workload, lengths),
+                              lengths=lengths, load=ctx.traffic)
 
 
 def search(ctx: RunContext, store: Any, progress: ProgressFn | None = None) -> Searched:
@@ -230,9 +233,12 @@ def refine(ctx: RunContext, study: optuna.Study) -> RefineResult | None:
         return None
     deadline = None if ctx.deadline is None else ctx.started + REFINE_SHARE * settings.timeout_s  # type: ignore[operator]
     ctx.stage(f"refining from {best.label()}: one knob at a time, interleaved, until none wins")
+    measuring(f"the refinement from {best.label()}")
     refiner = Refiner(objective.pool, objective.workload, objective.space, objective.reference, settings.tolerance,
                       rounds=settings.refine_rounds, deadline=deadline,
-                      admissible=objective.over_budget, load=objective.load)
+                      admissible=objective.over_budget, load=objective.load,
+                      fit_together=lambda configs: objective.race_fits(configs, loads=1, keep=1,
+                                                                       limit_mb=objective.memory_budget_mb))
     refined = refiner.climb(best)
     for line in neighbours_summary(refined, settings.finalists - 1):  # the refined pick takes one place
         ctx.stage(line)
@@ -247,13 +253,10 @@ def race(ctx: RunContext, study: optuna.Study, refined: RefineResult | None) -> 
     assert ctx.objective is not None
     settings, objective = ctx.settings, ctx.objective
     space, pool, budget = objective.space, objective.pool, objective.memory_budget_mb
-    heavy = objective.over_budget(space.baseline())
-    skipped = heavy and objective.over_machine(space.baseline())
-    if skipped:  # the one comparison that matters is dropped only where the machine cannot hold it
-        ctx.stage(f"Hindsight's defaults are not raced: {skipped}")
-    elif heavy:
-        ctx.stage(f"Hindsight's defaults are heavy ({heavy}): raced anyway, within this machine's free memory, "
-                  "since they are what Hindsight runs today")
+    skipped = objective.over_budget(space.baseline())
+    if skipped:  # the budget holds for every candidate, Hindsight's defaults included (issue 37)
+        ctx.stage(f"Hindsight's defaults are not raced: {skipped}; pass a larger --max-memory to compare against "
+                  "them")
     configs = finalists_from(study, space, settings.finalists, with_baseline=not skipped,
                              first=None if refined is None else refined.best, same=pool.effective,
                              beaten=() if refined is None else refined.beaten(),
@@ -264,6 +267,12 @@ def race(ctx: RunContext, study: optuna.Study, refined: RefineResult | None) -> 
     if len(configs) == (0 if skipped else 1):  # nothing but Hindsight's defaults: no tuned candidate fits
         raise OptionsError(f"no configuration fits the memory budget of {budget:.0f} MB: raise --max-memory, "
                            "or lower --max-tokens or --batch-sizes")
+    configs, left_out = objective.race_fits(configs, loads=1 if objective.load.concurrency == 1 else 2,
+                                            keep=1 if skipped else 2, limit_mb=budget)
+    if left_out:
+        ctx.stage(f"left out of the race, whose sessions are all held at once: {', '.join(c.label() for c in left_out)}"
+                  f" (beside the others they would pass the memory budget of {budget:.0f} MB)")
+    measuring(f"the race of {len(configs)} finalists ({', '.join(c.label() for c in configs)})")
     ctx.stage(f"re-measuring {len(configs)} finalists interleaved, {settings.final_rounds} rounds "
               f"(up to {2 * settings.final_rounds} for those within {NOISY_SPREAD:.0%} of the fastest)")
     finalists = rerace(pool, objective.workload, configs, settings.final_rounds, baseline_first=not skipped,
@@ -386,8 +395,20 @@ def _phase_left(deadline: float | None, share: float, started: float, timeout_s:
     return max(0.0, started + share * timeout_s - time.monotonic())
 
 
-def _memory_model(bundle: ModelBundle) -> ModelMemory | None:
-    return ModelMemory.from_config(bundle.config, bundle.onnx_path.stat().st_size)
+def _memory_model(bundle: ModelBundle, pool: ScoringPool, workload: Workload,
+                  lengths: list[list[int]] | None) -> ModelMemory | None:
+    """The memory model, calibrated on one measured session scoring the workload's longest pair alone."""
+    model = ModelMemory.from_config(bundle.config, bundle.onnx_path.stat().st_size)
+    if model is None or not lengths:
+        return model
+    q, d = max(((q, d) for q, row in enumerate(lengths) for d in range(len(row))), key=lambda qd: lengths[qd[0]][qd[1]])
+    query = workload.queries[q]
+    config = EngineConfig(batch_size=1, intra_op_threads=1, length_sort=False, precision="fp32")
+    pool.release()
+    with PeakRss() as peak:
+        pool.engine(config).score(query.query, [query.documents[d]])
+    pool.release()
+    return model.calibrated(peak.growth_mb, lengths[q][d])
 
 
 def _pair_lengths(pool: ScoringPool, workload: Workload) -> list[list[int]] | None:

@@ -9,6 +9,7 @@ from autotune.host import HostProbe
 from autotune.pipeline.options import RunOptions, RunOutcome
 from autotune.pipeline.phases import ProgressFn, commit, judge, load, precheck, prepare, race, refine, search
 from autotune.runlock import host_lock
+from autotune.search.memory_guard import MemoryGuard
 from autotune.search.noise import LoadMonitor
 from autotune.search.storage import open_storage
 
@@ -20,15 +21,16 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
         store = open_storage(opts.storage, fresh=opts.fresh)
         load(ctx)
         precheck(ctx)
-        with LoadMonitor(ctx.host.cores.usable) as monitor:
-            clock = time.monotonic()
-            searched = search(ctx, store, progress)
-            phases = {"search": time.monotonic() - clock}
-            clock = time.monotonic()
-            refined = refine(ctx, searched.study)
-            phases["refine"], clock = time.monotonic() - clock, time.monotonic()
-            finalists, baseline_skipped = race(ctx, searched.study, refined)
-            phases["race"] = time.monotonic() - clock
-        result, conditions, int8_sample = judge(ctx, searched, refined, finalists, baseline_skipped,
-                                                monitor.result(), phases)
+        with MemoryGuard(ctx.budget_mb):  # what the estimates admit, measured RSS holds to the budget
+            with LoadMonitor(ctx.host.cores.usable) as monitor:
+                clock = time.monotonic()
+                searched = search(ctx, store, progress)
+                phases = {"search": time.monotonic() - clock}
+                clock = time.monotonic()
+                refined = refine(ctx, searched.study)
+                phases["refine"], clock = time.monotonic() - clock, time.monotonic()
+                finalists, baseline_skipped = race(ctx, searched.study, refined)
+                phases["race"] = time.monotonic() - clock
+            result, conditions, int8_sample = judge(ctx, searched, refined, finalists, baseline_skipped,
+                                                    monitor.result(), phases)
     return commit(ctx, result, conditions, int8_sample)

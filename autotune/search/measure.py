@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from autotune.runtime.engine import EngineConfig, ScoreResult, Scoring, ScoringPool, engines_for
+from autotune.search.memory_guard import check as check_memory
 from autotune.workload.queries import Query
 
 Scorer = Callable[[str, list[str]], object]
@@ -33,7 +34,10 @@ class Pass:
 
 def replay(engine: Scoring, queries: Sequence[Query], *, keep_scores: bool = False) -> Pass:
     """One query at a time, as a lone recall sees the reranker."""
-    results = [engine.score(q.query, q.documents) for q in queries]
+    results = []
+    for q in queries:
+        check_memory()
+        results.append(engine.score(q.query, q.documents))
     return _pass(results, [r.total_s for r in results], keep_scores)
 
 
@@ -61,6 +65,7 @@ def replay_loaded(engines: Sequence[Scoring], queries: Sequence[Query], concurre
             k, submitted, done = job
             try:
                 if not failures:
+                    check_memory()
                     q = queries[sent[k]]
                     results[k] = engine.score(q.query, q.documents)
             except BaseException as exc:  # re-raised in the caller, after every thread has stopped
@@ -150,6 +155,7 @@ def time_queries(score: Scorer, queries: Sequence[Query]) -> list[float]:
     """Per-query wall time of any scorer (the engine, or a reference such as PyTorch)."""
     seconds = []
     for q in queries:
+        check_memory()
         start = time.perf_counter()
         score(q.query, q.documents)
         seconds.append(time.perf_counter() - start)

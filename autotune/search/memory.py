@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -20,6 +20,8 @@ DEFAULT_FRACTION = 0.5  # of the memory available when the run starts
 DEFAULT_CAP_MB = 2048.0  # and never more by default: the tuner is a guest on a Hindsight host of 4-8 GB
 ESTIMATE_MARGIN = 1.5  # a configuration is run only if this much over its estimate fits: the estimate's
 # worst measured under-estimate was 1.45x (benchmarks/run_memory.py, arena on and off, batch 1 to 100)
+MIN_CALIBRATION_MB = 32.0  # below this, one measured batch is mostly noise
+MAX_ACTIVATION_SCALE = 16.0
 RUNTIME_MB = 20.0  # an ORT session's own buffers and thread pool, beyond weights and activations
 MB = 2**20
 _STATUS = Path("/proc/self/status")
@@ -137,6 +139,7 @@ class ModelMemory:
     heads: int
     hidden: int
     intermediate: int
+    activation_scale: float = 1.0  # measured over estimated activations on the longest pair (`calibrated`)
 
     @classmethod
     def from_config(cls, config: dict[str, Any], weights_bytes: int) -> ModelMemory | None:
@@ -151,7 +154,19 @@ class ModelMemory:
         time (ORT frees a layer's buffers before the next), plus the hidden and intermediate states."""
         attention = 2 * rows * self.heads * longest * longest
         states = rows * longest * (4 * self.hidden + 2 * self.intermediate)
-        return 4 * (attention + states) / MB
+        return self.activation_scale * 4 * (attention + states) / MB
+
+    def calibrated(self, measured_session_mb: float, longest: int) -> ModelMemory:
+        """This model with its activations scaled to one measured session at one row of `longest` tokens.
+
+        The formula counts BERT's buffers; other families hold more (a ModernBERT export with 8192
+        positions took three times as much on a 2,100-token pair: its masks and rotary buffers are L x L
+        too). Only ever scaled up, and only where the activations are large enough to measure."""
+        estimated = self.batch_mb(1, longest)
+        if estimated < MIN_CALIBRATION_MB:
+            return self
+        scale = (measured_session_mb - 2 * self.weights_mb - RUNTIME_MB) / estimated * self.activation_scale
+        return replace(self, activation_scale=min(max(scale, self.activation_scale), MAX_ACTIVATION_SCALE))
 
     def session_mb(self, rows: int, longest: int) -> float:
         """A session holds its weights twice (the initializers, and MLAS's prepacked copy for GEMM), a

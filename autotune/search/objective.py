@@ -21,7 +21,8 @@ from optuna.trial import FrozenTrial, TrialState
 from autotune.runtime.engine import EngineConfig, ScoringPool, plan_batches
 from autotune.runtime.space import SearchSpace
 from autotune.search.measure import Load
-from autotune.search.memory import ESTIMATE_MARGIN, ModelMemory, PeakRss, available_mb, rss_mb
+from autotune.search.memory import ESTIMATE_MARGIN, ModelMemory, PeakRss, rss_mb
+from autotune.search.memory_guard import measuring
 from autotune.search.parity import compare
 from autotune.search.space import SearchSettings
 from autotune.search.stats import percentile
@@ -29,7 +30,6 @@ from autotune.search.study import FINISHED
 from autotune.search.trial_loop import is_live
 from autotune.workload.queries import Workload
 
-MACHINE_SHARE = 0.8  # of the free memory Hindsight's defaults may take to be raced: a fifth stays free
 COPIED_ATTRS = ("parity", "rejected", "per_query_median_ms", "padding_overhead", "rss_mb", "peak_growth_mb",
                 "estimated_mb", "queries_measured")
 
@@ -97,6 +97,7 @@ class Objective:
             trial.set_user_attr("rejected", reason)
             return math.inf
         peak = PeakRss()
+        measuring(f"trial {trial.number} ({config.label()})")
         try:
             with peak:
                 value = self._measure(trial, config)
@@ -169,18 +170,6 @@ class Objective:
         return (f"estimated {estimate:.0f} MB (x{ESTIMATE_MARGIN} margin) would pass the memory budget of "
                 f"{self.memory_budget_mb:.0f} MB")
 
-    def over_machine(self, config: EngineConfig) -> str | None:
-        """Why running `config` would not fit in this machine's free memory (with the estimate's margin and
-        a fifth kept free), or None: the bound for Hindsight's defaults, which race whatever the budget."""
-        estimate = self.estimate_mb(config)
-        if estimate is None:
-            return None
-        self.pool.release()
-        room = MACHINE_SHARE * available_mb()
-        if ESTIMATE_MARGIN * estimate <= room:
-            return None
-        return f"estimated {estimate:.0f} MB (x{ESTIMATE_MARGIN} margin) would not fit in {room:.0f} MB of free memory"
-
     def _excess_mb(self, estimate: float) -> float:
         """How far the RSS now plus the estimate with its margin would pass the budget (> 0: it would)."""
         return rss_mb() + ESTIMATE_MARGIN * estimate - self.memory_budget_mb  # type: ignore[operator]
@@ -189,16 +178,49 @@ class Objective:
         """Each worker with this configuration's largest batch, from the workload's real pair lengths (the
         workers may all hold their largest batch at once): a session each, or, where the workers share one
         session, its weights once and the activations once per worker."""
+        sizes = self._sizes(config)
+        if sizes is None:
+            return None
+        session, batch = sizes
+        if self.pool.traits.shared_session:
+            return session + (config.workers - 1) * batch
+        return config.workers * session
+
+    def race_mb(self, configs: Sequence[EngineConfig], loads: int) -> float | None:
+        """What a race of `configs` holds at once. The pool keeps at most two sessions, but each timer's
+        workers with sessions of their own (the `tei` target's) hold them from the first round to the last,
+        once per load the race runs: summed over the finalists, they once passed 4 GB on a 2 GB budget."""
+        sizes = [self._sizes(c) for c in configs]
+        if not sizes or any(s is None for s in sizes):
+            return None
+        shared = self.pool.traits.shared_session
+        pooled = sorted((s + (c.workers - 1) * b if shared else s for c, (s, b) in zip(configs, sizes, strict=True)),
+                        reverse=True)[:2]
+        own = 0.0 if shared else sum(loads * (c.workers - 1) * s for c, (s, _) in zip(configs, sizes, strict=True))
+        return sum(pooled) + own
+
+    def race_fits(self, configs: Sequence[EngineConfig], loads: int, keep: int, limit_mb: float | None
+                  ) -> tuple[list[EngineConfig], list[EngineConfig]]:
+        """The longest prefix of `configs` (at least its first `keep`) whose race fits `limit_mb` with the
+        estimate's margin beside what the tuner holds now, and the finalists left out."""
+        configs = list(configs)
+        if limit_mb is None:
+            return configs, []
+        n = len(configs)
+        while n > keep and (need := self.race_mb(configs[:n], loads)) is not None and (
+                rss_mb() + ESTIMATE_MARGIN * need > limit_mb):
+            n -= 1
+        return configs[:n], configs[n:]
+
+    def _sizes(self, config: EngineConfig) -> tuple[float, float] | None:
+        """(a session at this configuration's largest batch, that batch's activations) in MB."""
         if self.memory_model is None or self.lengths is None:
             return None
         traits = self.pool.traits
         shapes = [shape for lengths in self.lengths
                   for shape in batch_shapes(lengths, config.batch_size, config.length_sort, traits.max_batch_tokens)]
         rows, longest = max(shapes, key=lambda s: self.memory_model.batch_mb(*s))  # type: ignore[union-attr]
-        if traits.shared_session:
-            return (self.memory_model.session_mb(rows, longest)
-                    + (config.workers - 1) * self.memory_model.batch_mb(rows, longest))
-        return config.workers * self.memory_model.session_mb(rows, longest)
+        return self.memory_model.session_mb(rows, longest), self.memory_model.batch_mb(rows, longest)
 
     def _measured(self, trial: optuna.Trial, config: EngineConfig, wait_s: float = 1800.0) -> FrozenTrial | None:
         """A finished (complete or pruned) trial that ran the same effective configuration (0 threads

@@ -102,6 +102,9 @@ class Refiner:
     deadline: float | None = None  # time.monotonic() value
     admissible: Callable[[EngineConfig], str | None] = lambda _config: None  # a reason to skip, or None
     load: Load = field(default_factory=Load)  # how each contender is driven while timed
+    # the contenders whose sessions fit together (the incumbent always), and those left out
+    fit_together: Callable[[list[EngineConfig]], tuple[list[EngineConfig], list[EngineConfig]]] = (
+        lambda configs: (configs, []))
 
     def climb(self, start: EngineConfig) -> RefineResult:
         result = RefineResult(start, start)
@@ -134,9 +137,11 @@ class Refiner:
                 skipped.append(Neighbour(config, None, reason))
             else:
                 to_run.append(config)
-        if not to_run:
+        configs, crowded = self.fit_together([incumbent, *to_run])
+        skipped += [Neighbour(c, None, "over budget beside the others") for c in crowded]
+        if len(configs) < 2:
             return RefineStep(incumbent, float("nan"), MIN_GAIN, skipped, None)
-        configs = [incumbent, *to_run]
+        to_run = configs[1:]
         passes = interleaved_passes([self.load.timer(self.pool, c) for c in configs], self.workload.queries,
                                     self.rounds, still_in=_round_winners)
         p95 = [p95_ms(p) for p in passes]

@@ -84,7 +84,11 @@ def _tokenizer(family: Family) -> Tokenizer:
 @pytest.fixture(scope="module", params=FAMILIES, ids=[f.name for f in FAMILIES])
 def family_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     family: Family = request.param
-    directory = tmp_path_factory.mktemp(family.name)
+    return family, *export(family, tmp_path_factory.mktemp(family.name))
+
+
+def export(family: Family, directory: Path) -> tuple[Path, torch.nn.Module]:
+    """A tiny random cross-encoder of the family, exported as ONNX with its tokenizer and config."""
     tokenizer = _tokenizer(family)
     tokenizer.save(str(directory / "tokenizer.json"))
     torch.manual_seed(0)
@@ -101,7 +105,7 @@ def family_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
                       dynamic_axes=axes, opset_version=17, dynamo=False)
     (directory / "config.json").write_text(json.dumps({**model.config.to_dict(),
                                                        "max_position_embeddings": family.positions}))
-    return family, directory, model
+    return directory, model
 
 
 def _transformers_logits(model: torch.nn.Module, feeds: dict[str, np.ndarray]) -> np.ndarray:

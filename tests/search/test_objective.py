@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 import optuna
 import pytest
 
@@ -145,3 +147,23 @@ def test_rungs_without_halving_are_the_whole_workload(setup):
     pool, workload, reference = setup
     objective = Objective(pool, workload, reference, SPACE, SearchSettings(halving=False))
     assert objective.rungs == [8] and rung_sizes(8, True) == [2, 4, 8]
+
+
+def test_a_race_keeps_only_the_finalists_whose_sessions_fit_together(setup):
+    """Issue 37: the `tei` target's race held every finalist's worker sessions at once and passed 4 GB on a 2 GB
+    budget. Each own-session worker is counted once per load the race runs; the first finalists always race."""
+    pool, workload, reference = setup
+    pool.traits = EngineTraits(zero_threads=1, shared_session=False)
+    objective = Objective(pool, workload, reference, SPACE, SearchSettings(repeats=1),
+                          memory_model=ModelMemory(100.0, 2, 4, 32, 64), lengths=[[10, 20]] * 8)
+    base = SPACE.baseline()
+    configs = [replace(base, batch_size=b, workers=2) for b in (1, 2, 3, 4)]
+    one = objective.estimate_mb(configs[0]) / 2  # a session: two workers, a session each
+    assert objective.race_mb(configs, loads=2) == pytest.approx(2 * one + 4 * 2 * one, rel=0.01)
+    room = rss_mb() + ESTIMATE_MARGIN * 6.5 * one  # the first two finalists (6 sessions) fit, a third would not
+    kept, left = objective.race_fits(configs, loads=2, keep=2, limit_mb=room)
+    assert kept == configs[:2] and left == configs[2:]
+    kept, left = objective.race_fits(configs, loads=2, keep=2, limit_mb=rss_mb() + 1.0)
+    assert kept == configs[:2]  # the defaults and the pick race whatever the room
+    pool.traits = EngineTraits(zero_threads=1, shared_session=True)  # workers on one session: two pooled at most
+    assert objective.race_mb(configs, loads=2) == pytest.approx(2 * objective.estimate_mb(configs[0]), rel=0.01)

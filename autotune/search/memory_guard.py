@@ -1,0 +1,76 @@
+"""A watchdog on the tuner's own RSS while it measures: the estimate decides what runs, this makes sure.
+
+The estimate admits a configuration only if it fits with a margin, but an estimate can be wrong: the `tei`
+target's concurrent race once held every finalist's worker sessions at once and passed 4 GB against a 2 GB
+budget. A thread samples the RSS (psutil) every few milliseconds; past a share of the budget it trips, and
+every measuring loop checks it between queries (`check`), so the run stops with one line naming what it was
+measuring, before the process passes the budget. Cooperative, not a signal: a stop never lands inside a
+journal write or an ORT call.
+"""
+
+from __future__ import annotations
+
+import threading
+from types import TracebackType
+
+from autotune.errors import OptionsError
+from autotune.search.memory import rss_mb
+
+TRIP_SHARE = 0.95  # of the budget: stop here, before the budget itself is passed
+
+_active: MemoryGuard | None = None
+
+
+class MemoryGuard:
+    """`with MemoryGuard(budget_mb): ...` around the measuring phases; `measuring(label)` names the work."""
+
+    def __init__(self, budget_mb: float | None, *, share: float = TRIP_SHARE, interval_s: float = 0.005) -> None:
+        self.budget_mb = budget_mb
+        self.limit_mb = None if budget_mb is None else share * budget_mb
+        self.interval_s = interval_s
+        self.what = "the run"
+        self.tripped_mb: float | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> MemoryGuard:
+        global _active
+        if self.limit_mb is not None:
+            self._thread = threading.Thread(target=self._watch, name="autotune-memory-guard", daemon=True)
+            self._thread.start()
+        _active = self
+        return self
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            rss = rss_mb()
+            if rss > self.limit_mb:  # type: ignore[operator]
+                self.tripped_mb = rss
+                return
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        global _active
+        _active = None
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def error(self) -> OptionsError:
+        return OptionsError(f"stopped while measuring {self.what}: the tuner's RSS reached {self.tripped_mb:.0f} MB, "
+                            f"past {self.limit_mb:.0f} MB, where it stops short of the memory budget of "
+                            f"{self.budget_mb:.0f} MB; raise --max-memory, or lower --batch-sizes, --max-tokens "
+                            "or --concurrency")
+
+
+def measuring(what: str) -> None:
+    """Name what is being measured now, for the guard's message."""
+    if _active is not None:
+        _active.what = what
+
+
+def check() -> None:
+    """Between two queries: stop here, with the guard's one line, if the RSS has passed its share."""
+    guard = _active
+    if guard is not None and guard.tripped_mb is not None:
+        raise guard.error()
