@@ -55,7 +55,7 @@ class FakeHindsight11(JsonHandler):
 @pytest.fixture()
 def hindsight(tiny_model_dir) -> Iterator[str]:
     FakeHindsight11.engine = EnginePool(load_model_dir(tiny_model_dir), has_vnni=False).engine(REFERENCE)
-    FakeHindsight11.statuses, FakeHindsight11.paths = [], []
+    FakeHindsight11.statuses, FakeHindsight11.paths, FakeHindsight11.rerank_s = [], [], 0.2  # no test's state leaks
     with serving(FakeHindsight11) as url:
         yield url
 

@@ -57,10 +57,10 @@ def test_a_loaded_replay_counts_the_queue_in_each_latency_and_serves_one_query_p
     Sleeper.peak = 0
     one = replay_loaded([Sleeper(0.1)], queries, concurrency=4)
     assert Sleeper.peak == 1
-    assert max(one.seconds) >= 0.35 and min(one.seconds) < 0.2  # the last waited behind three others
+    assert max(one.seconds) >= 0.4 - 1e-3  # the last waited behind three others (a sleep is never shorter)
     Sleeper.peak = 0
     two = replay_loaded([Sleeper(0.1), Sleeper(0.1)], queries, concurrency=4, keep_scores=True)
-    assert Sleeper.peak == 2 and max(two.seconds) < 0.3 and len(two.scores) == 4
+    assert Sleeper.peak == 2 and len(two.scores) == 4  # two workers served two queries at once
 
 
 def test_a_loaded_replay_raises_what_a_worker_raised():

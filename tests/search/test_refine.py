@@ -4,6 +4,7 @@ import time
 from dataclasses import replace
 
 import numpy as np
+import pytest
 
 from autotune.runtime.engine import EngineConfig, ScoreResult
 from autotune.runtime.space import SearchSpace
@@ -16,8 +17,20 @@ REFERENCE = [np.array([0.1, 0.2]) for _ in WORKLOAD.queries]
 SPACE = SearchSpace(batch_sizes=(1, 2, 4, 8, 16), threads=(1, 2), length_sort=(False,), precisions=("fp32",))  # no ties
 
 
+CLOCK = [0.0]  # virtual seconds: a configuration's cost is exactly what the timer sees, whatever the host's load
+
+
+@pytest.fixture(autouse=True)
+def virtual_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from autotune.search import measure
+
+    monkeypatch.setattr(measure, "time", SimpleNamespace(perf_counter=lambda: CLOCK[0]))
+
+
 class SleepPool:
-    """Each configuration costs a known time; `bad` configurations score wrongly (fail parity)."""
+    """Each configuration costs a known (virtual) time; `bad` configurations score wrongly (fail parity)."""
 
     def __init__(self, cost_ms, bad=()) -> None:
         self.cost_ms, self.bad, self.built = cost_ms, set(bad), []
@@ -34,7 +47,7 @@ class SleepPool:
 
         class Scorer:
             def score(self, query: str, documents: list[str]) -> ScoreResult:
-                time.sleep(pool.cost_ms(config) / 1000.0)
+                CLOCK[0] += pool.cost_ms(config) / 1000.0
                 scores = np.array([0.9, 0.0]) if config in pool.bad else np.array([0.1, 0.2])
                 return ScoreResult(scores, scores, 0.0, 0.0, 0.0, 2, 2, [1, 1])
 

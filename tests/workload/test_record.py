@@ -80,6 +80,7 @@ class FakeHindsight(JsonHandler):
 
 @pytest.fixture()
 def hindsight() -> Iterator[str]:
+    FakeHindsight.seen_auth = []  # each test sees only its own requests
     with serving(FakeHindsight) as url:
         yield url
 
@@ -115,11 +116,14 @@ def test_resume_drops_a_torn_last_line(tmp_path, hindsight):
 
 
 def test_existing_output_needs_resume(tmp_path, hindsight):
-    out = tmp_path / "q.jsonl"
-    out.write_text("")
-    status = main(["record", "--url", hindsight, "--bank", "bank1", "--queries", str(out), "-o", str(out)],
-                  stdout=io.StringIO(), stderr=io.StringIO())
-    assert status in (ExitStatus.BAD_OPTIONS, ExitStatus.BAD_WORKLOAD)
+    queries, out = tmp_path / "queries.txt", tmp_path / "q.jsonl"
+    queries.write_text("what does alice drink\n")
+    out.write_text('{"query": "mine", "documents": ["kept"]}\n')
+    err = io.StringIO()
+    status = main(["record", "--url", hindsight, "--bank", "bank1", "--queries", str(queries), "-o", str(out)],
+                  stdout=io.StringIO(), stderr=err)
+    assert status == ExitStatus.BAD_OPTIONS and "--resume" in err.getvalue(), err.getvalue()
+    assert out.read_text() == '{"query": "mine", "documents": ["kept"]}\n' and FakeHindsight.seen_auth == []
 
 
 def test_from_traces_directory(tmp_path):
