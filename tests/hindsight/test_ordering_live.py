@@ -67,21 +67,28 @@ def test_a_capped_live_recall_returns_the_replays_ids_in_order(live):
         pool = recall_pool(q.extra["replay"], q.extra["node_ids"])
         kept = pool.kept(cap)
         trimmed += len(pool.pool) > cap
-        assert {pool.node_ids[i] for i in kept} == {str(c["node_id"]) for c in response["trace"]["reranked"]}
-        live_ids = [str(r["id"]) for r in response["results"]]
+        survivors = {str(c["node_id"]) for c in response["trace"]["reranked"]}
+        mine = {pool.node_ids[i] for i in kept}
+        # A restarted Hindsight fuses a slightly different pool (candidates whose retrieval ranks tie come back in
+        # another order, so their RRF scores move): the recording's cut may swap a couple at its edge. The capped
+        # recall's own fused pool must cut to exactly its survivors.
+        assert len(mine) == len(survivors) and len(mine & survivors) >= len(mine) - 2, (q.query, q.budget)
         reranked = response["trace"]["reranked"]
-        live_raw = {str(c["node_id"]): c["score_components"]["cross_encoder_score"] for c in reranked}
-        live_weight = {str(c["node_id"]): c["rerank_score"] for c in reranked}
-        # recency is computed against the moment of each recall, and a restarted Hindsight fuses candidates
-        # whose RRF scores tie in another order (its sets of ids hash differently), so the capped recall's own
-        # pool, boosts and scores replay it exactly; the recording's may only swap candidates that tie
         own = recall_pool(pool_facts(response, "o200k_base"), [str(c["node_id"]) for c in reranked])
         own_kept = own.kept(cap)
+        assert {own.node_ids[i] for i in own_kept} == survivors, (q.query, q.budget)
+        live_ids = [str(r["id"]) for r in response["results"]]
+        live_raw = {str(c["node_id"]): c["score_components"]["cross_encoder_score"] for c in reranked}
+        live_weight = {str(c["node_id"]): c["rerank_score"] for c in reranked}
+        # recency is computed against the moment of each recall: the capped recall's own pool, boosts and
+        # scores replay it exactly
         exact = own.results(own_kept, [live_raw[own.node_ids[i]] for i in own_kept])
         assert exact == live_ids, (q.query, q.budget)
+        if mine != survivors:
+            continue  # the recording cut another pool: its order cannot be compared one for one
         raw = q.extra["hindsight_scores"]
         replayed = pool.results(kept, [raw[i] for i in kept])
         assert sorted(replayed) == sorted(live_ids)
-        for mine, theirs in zip(replayed, live_ids, strict=True):
-            assert mine == theirs or abs(live_weight[mine] - live_weight[theirs]) < 1e-5, (q.query, mine, theirs)
+        for ours, theirs in zip(replayed, live_ids, strict=True):
+            assert ours == theirs or abs(live_weight[ours] - live_weight[theirs]) < 1e-5, (q.query, ours, theirs)
     assert trimmed >= len(recorded.queries) // 2, "most pools must be larger than the cap, or nothing is tested"
