@@ -250,7 +250,29 @@ def _damaged_block(text: str) -> Callable[[Project], list[str]]:
     return argv
 
 
+def _made(path: str, text: str, *flags: str) -> Callable[[Project], list[str]]:
+    """The user has made `path` (a file, or with no text a link to `mymodels`); then run with `flags`."""
+    def argv(p: Project) -> list[str]:
+        target = p.root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if text:
+            target.write_text(text)
+        else:
+            target.symlink_to(p.root / "mymodels")
+        return run(*flags)(p)
+    return argv
+
+
 DATA_LOSS = {
+    "model-out-is-a-symlink": Row("36.1", _made("linked-models", "", "--model-out", "linked-models"),
+                                  ExitStatus.BAD_OPTIONS, "symbolic link"),
+    "compose-named-like-a-base-file": Row("36.2", run("--target", "tei", "--compose-file", "compose.yaml"),
+                                          ExitStatus.BAD_OPTIONS, "base file"),
+    "compose-exists-not-autotunes": Row("36.2", _made("override.yaml", USER_COMPOSE, "--target", "tei",
+                                                      "--compose-file", "override.yaml"),
+                                        ExitStatus.BAD_OPTIONS, "autotune did not write it"),
+    "profile-exists-not-autotunes": Row("36.2", _made("profiles/node.yaml", "my: own yaml\n", "--name", "node"),
+                                        ExitStatus.BAD_OPTIONS, "autotune did not write it"),
     "model-out-holds-the-users-models": Row("36.1", run("--model-out", "mymodels"), ExitStatus.BAD_OPTIONS,
                                             "autotune did not write it"),
     "model-out-is-the-input-model": Row("36.1", run("--model", "mine", "--model-out", "mine"),
@@ -360,6 +382,7 @@ HOSTILE_ENV = {
     "end-marker-in-a-key": {"# <<< autotune managed block <<<": "1"},
     "empty-value": {"HINDSIGHT_API_RERANKER_TEI_BATCH_SIZE": ""},
     "value-with-a-newline": {"HINDSIGHT_API_RERANKER_TEI_URL": "http://r:8080\nLD_PRELOAD=/tmp/x.so"},
+    "marker-in-a-value": {"HINDSIGHT_API_RERANKER_TEI_URL": "# <<< autotune managed block <<<"},
 }
 
 
