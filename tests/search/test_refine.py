@@ -11,47 +11,14 @@ from autotune.runtime.space import SearchSpace
 from autotune.search.parity import FP32_TOLERANCE
 from autotune.search.refine import Refiner, neighbours_summary
 from autotune.workload.queries import Query, Workload
+from tests.support.pools import CostPool, virtual_clock  # noqa: F401 - the fixture, used below
+
+pytestmark = pytest.mark.usefixtures("virtual_clock")  # costs on a clock only the pool advances
+
 
 WORKLOAD = Workload([Query(f"q{i}", ["a", "b"]) for i in range(3)], "0" * 64)
 REFERENCE = [np.array([0.1, 0.2]) for _ in WORKLOAD.queries]
 SPACE = SearchSpace(batch_sizes=(1, 2, 4, 8, 16), threads=(1, 2), length_sort=(False,), precisions=("fp32",))  # no ties
-
-
-CLOCK = [0.0]  # virtual seconds: a configuration's cost is exactly what the timer sees, whatever the host's load
-
-
-@pytest.fixture(autouse=True)
-def virtual_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    from types import SimpleNamespace
-
-    from autotune.search import measure
-
-    monkeypatch.setattr(measure, "time", SimpleNamespace(perf_counter=lambda: CLOCK[0]))
-
-
-class SleepPool:
-    """Each configuration costs a known (virtual) time; `bad` configurations score wrongly (fail parity)."""
-
-    def __init__(self, cost_ms, bad=()) -> None:
-        self.cost_ms, self.bad, self.built = cost_ms, set(bad), []
-
-    def effective(self, config: EngineConfig) -> EngineConfig:
-        return config
-
-    def release(self) -> None:
-        pass
-
-    def engine(self, config: EngineConfig):
-        self.built.append(config)
-        pool = self
-
-        class Scorer:
-            def score(self, query: str, documents: list[str]) -> ScoreResult:
-                CLOCK[0] += pool.cost_ms(config) / 1000.0
-                scores = np.array([0.9, 0.0]) if config in pool.bad else np.array([0.1, 0.2])
-                return ScoreResult(scores, scores, 0.0, 0.0, 0.0, 2, 2, [1, 1])
-
-        return Scorer()
 
 
 def valley(config: EngineConfig) -> float:
@@ -66,7 +33,7 @@ def _refiner(pool, **kwargs) -> Refiner:
 
 def test_climbs_one_knob_at_a_time_to_the_local_optimum():
     start = EngineConfig(batch_size=1, intra_op_threads=1, length_sort=False, precision="fp32")
-    result = _refiner(SleepPool(valley)).climb(start)
+    result = _refiner(CostPool(valley)).climb(start)
     assert result.best == replace(start, batch_size=8, intra_op_threads=2)
     assert result.stopped == "local optimum"
     assert [s.moved_to is not None for s in result.steps][-1] is False
@@ -76,27 +43,27 @@ def test_climbs_one_knob_at_a_time_to_the_local_optimum():
 
 
 def test_a_configuration_is_measured_once_across_steps():
-    pool = SleepPool(valley)
+    pool = CostPool(valley)
     result = _refiner(pool).climb(EngineConfig(1, 1, False, "fp32"))
     measured = [n.config for s in result.steps for n in s.neighbours if n.p95_ms is not None]
     assert len(measured) == len(set(measured))
 
 
 def test_no_move_within_the_noise():
-    flat = _refiner(SleepPool(lambda c: 100.0)).climb(EngineConfig(4, 2, False, "fp32"))  # 3% is 3 ms
+    flat = _refiner(CostPool(lambda c: 100.0)).climb(EngineConfig(4, 2, False, "fp32"))  # 3% is 3 ms
     assert flat.best == EngineConfig(4, 2, False, "fp32") and len(flat.steps) == 1
 
 
 def test_a_faster_neighbour_that_fails_parity_is_not_taken():
     start = EngineConfig(4, 2, False, "fp32")
     winner = replace(start, batch_size=8)
-    result = _refiner(SleepPool(valley, bad={winner})).climb(start)
+    result = _refiner(CostPool(valley, bad={winner})).climb(start)
     assert result.best != winner
     assert any(n.skipped == "failed parity" for n in result.steps[0].neighbours)
 
 
 def test_inadmissible_neighbours_are_skipped_with_the_reason_and_never_built():
-    pool = SleepPool(valley)
+    pool = CostPool(valley)
     start = EngineConfig(4, 2, False, "fp32")
     result = _refiner(pool, admissible=lambda c: "over budget" if c.batch_size > 4 else None).climb(start)
     assert result.best == start
@@ -105,11 +72,11 @@ def test_inadmissible_neighbours_are_skipped_with_the_reason_and_never_built():
 
 
 def test_the_deadline_stops_the_climb():
-    result = _refiner(SleepPool(valley), deadline=time.monotonic() - 1).climb(EngineConfig(1, 1, False, "fp32"))
+    result = _refiner(CostPool(valley), deadline=time.monotonic() - 1).climb(EngineConfig(1, 1, False, "fp32"))
     assert result.stopped == "time budget" and result.steps == []
 
 
-class CountingPool(SleepPool):
+class CountingPool(CostPool):
     """Counts the queries each configuration scored."""
 
     def __init__(self, cost_ms) -> None:
@@ -157,7 +124,7 @@ def test_near_ties_are_runners_up_for_the_re_race_closest_first_and_a_clear_lose
     def cost(config: EngineConfig) -> float:  # batch 16 ties; batch 4 is 6% slower (within one round's
         return {best: 60.0, tie: 60.0, close: 63.6}.get(config, 180.0)  # noise); the rest are 3x slower
 
-    result = _refiner(SleepPool(cost)).climb(best)
+    result = _refiner(CostPool(cost)).climb(best)
     assert result.best == best and len(result.steps) == 1
     assert result.runners_up() == [tie, close]
     assert neighbours_summary(result, 2)[-1].endswith(f"raced again: {tie.label()}, {close.label()}")
@@ -168,6 +135,6 @@ def test_near_ties_are_runners_up_for_the_re_race_closest_first_and_a_clear_lose
 
 
 def test_no_runners_up_after_a_move():
-    result = _refiner(SleepPool(valley), max_steps=1).climb(EngineConfig(4, 2, False, "fp32"))
+    result = _refiner(CostPool(valley), max_steps=1).climb(EngineConfig(4, 2, False, "fp32"))
     assert result.steps[-1].moved_to is not None and result.runners_up() == []
     assert not any("raced again" in line for line in neighbours_summary(result, 2))
