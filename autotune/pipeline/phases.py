@@ -305,6 +305,7 @@ def judge(ctx: RunContext, searched: Searched, refined: RefineResult | None, fin
         ctx.stage(f"rerun: {rerun}")
     picked = Picked(winner, None if baseline_skipped else finalists[0], finalists)
     clock = time.monotonic()
+    measuring(f"the pool and token scope of {winner.config.label()}")
     scoped = scope_phase(ctx, picked, gate=ctx.opts.result_gate, tune_pool=ctx.opts.tune_pool)
     phases["scope"] = time.monotonic() - clock
     winner = picked.winner

@@ -11,7 +11,6 @@ from autotune.errors import ExitStatus, OptionsError
 from autotune.runtime.engine import EngineConfig, EngineTraits
 from autotune.runtime.model import load_model_dir
 from autotune.runtime.sessions import EnginePool
-from autotune.search import memory_guard
 from autotune.search.measure import replay_loaded
 from autotune.search.memory import rss_mb
 from autotune.search.memory_guard import MemoryGuard, check, measuring
@@ -56,7 +55,6 @@ def test_concurrent_workers_stop_between_queries(tiny_model_dir, tmp_path):
 def test_a_run_whose_rss_reaches_the_budget_stops_in_one_line_and_writes_nothing(tmp_path, tiny_model_dir,
                                                                                   workload_file, monkeypatch):
     """The budget is generous enough for every estimate; the measured RSS is what the guard holds to."""
-    monkeypatch.setattr(memory_guard, "TRIP_SHARE", 0.95)
     monkeypatch.setattr(MemoryGuard, "__init__", _tight(MemoryGuard.__init__))
     status, _, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
                               "--env-file", str(tmp_path / ".env"), "--profile-dir", str(tmp_path / "p"),
