@@ -17,4 +17,3 @@ def cache_dir() -> Path:
 
 def state_dir() -> Path:
     return Path(os.environ.get(STATE_ENV) or platformdirs.user_state_dir("autotune"))
-

@@ -102,11 +102,12 @@ def prepare(opts: RunOptions, *, probe: HostProbe | None = None,
     source_sha256 = workload.sha256
     env_text = read_text_exact(opts.env_file)
     user_env = user_values(env_text)
-    cap = cap_from_env(parse_env(env_text))
+    env = parse_env(env_text)
+    cap = cap_from_env(env)
     if cap is not None:  # Hindsight cuts documents before the reranker: so does the replay
         workload = apply_cap(workload, cap)
     target = get_target(opts.target)
-    oversized = oversized_pools(workload, parse_env(env_text))
+    oversized = oversized_pools(workload, env)
     if oversized:
         stage(oversized)
     traffic = Load(_concurrency(opts, target, user_env))
@@ -143,8 +144,8 @@ def oversized_pools(workload: Workload, env: dict[str, str]) -> str | None:
     from autotune.hindsight.keys import MAX_CANDIDATES, pool_cap, user_caps
 
     caps = user_caps(env)
-    over = [(n, len(q.documents), pool_cap(caps, q.budget)) for n, q in enumerate(workload.queries, start=1)
-            if len(q.documents) > pool_cap(caps, q.budget)]
+    sizes = [(n, len(q.documents), pool_cap(caps, q.budget)) for n, q in enumerate(workload.queries, start=1)]
+    over = [(n, docs, cap) for n, docs, cap in sizes if docs > cap]
     if not over:
         return None
     n, docs, cap = max(over, key=lambda o: o[1] / o[2])
@@ -267,7 +268,7 @@ def race(ctx: RunContext, study: optuna.Study, refined: RefineResult | None) -> 
     if len(configs) == (0 if skipped else 1):  # nothing but Hindsight's defaults: no tuned candidate fits
         raise OptionsError(f"no configuration fits the memory budget of {budget:.0f} MB: raise --max-memory, "
                            "or lower --max-tokens or --batch-sizes")
-    configs, left_out = objective.race_fits(configs, loads=1 if objective.load.concurrency == 1 else 2,
+    configs, left_out = objective.race_fits(configs, loads=len(objective.load.raced()),
                                             keep=1 if skipped else 2, limit_mb=budget)
     if left_out:
         ctx.stage(f"left out of the race, whose sessions are all held at once: {', '.join(c.label() for c in left_out)}"
@@ -402,14 +403,14 @@ def _memory_model(bundle: ModelBundle, pool: ScoringPool, workload: Workload,
     model = ModelMemory.from_config(bundle.config, bundle.onnx_path.stat().st_size)
     if model is None or not lengths:
         return model
-    q, d = max(((q, d) for q, row in enumerate(lengths) for d in range(len(row))), key=lambda qd: lengths[qd[0]][qd[1]])
+    longest, q, d = max((n, q, d) for q, row in enumerate(lengths) for d, n in enumerate(row))
     query = workload.queries[q]
     config = EngineConfig(batch_size=1, intra_op_threads=1, length_sort=False, precision="fp32")
     pool.release()
     with PeakRss() as peak:
         pool.engine(config).score(query.query, [query.documents[d]])
     pool.release()
-    return model.calibrated(peak.growth_mb, lengths[q][d])
+    return model.calibrated(peak.growth_mb, longest)
 
 
 def _pair_lengths(pool: ScoringPool, workload: Workload) -> list[list[int]] | None:

@@ -127,7 +127,7 @@ def rerace(pool: ScoringPool, workload: Workload, configs: Sequence[EngineConfig
     if len(own) != len(configs) or any(len(w.queries) != len(workload.queries) for w in own):
         raise ValueError("one workload per configuration, each with the same queries")
     load = load or Load()
-    loads = [load] if load.concurrency == 1 else [load, Load()]
+    loads = load.raced()
     walls: dict[tuple[int, int], list[float]] = {}
     timers: list[PassTimer] = []
     for li, each in enumerate(loads):

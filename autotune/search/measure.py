@@ -112,6 +112,10 @@ class Load:
 
     concurrency: int = 1
 
+    def raced(self) -> list[Load]:
+        """The loads a race times each configuration under: this one, and one query at a time beside it."""
+        return [self] if self.concurrency == 1 else [self, Load()]
+
     def runner(self, pool: ScoringPool, config: EngineConfig) -> Callable[..., Pass]:
         """`runner(queries, keep_scores=False)` replays them; the sessions are made now, once."""
         if self.concurrency == 1 and config.workers == 1:

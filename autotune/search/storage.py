@@ -84,12 +84,8 @@ def _open_postgresql(url: str) -> Any:
 
     engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool)
     try:
-        with engine.connect() as conn:
-            conn.execute(sqlalchemy.text("SELECT pg_advisory_lock(:k)"), {"k": ADVISORY_KEY})
-            try:
-                return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
-            finally:
-                conn.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:k)"), {"k": ADVISORY_KEY})
+        with engine.connect() as conn, _advisory_lock(conn):
+            return optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
     finally:
         engine.dispose()
 
@@ -128,26 +124,28 @@ def _redact(url: str) -> str:
     return re.sub(r"//([^:/@]+):[^@/]*@", r"//\1:***@", url)
 
 
-
-
 @contextlib.contextmanager
 def shared_lock(store: Any) -> Iterator[None]:
     """Hosts sharing a PostgreSQL study take turns to count and ask for trials (a session advisory lock);
-    any other storage is one host's, serialized by its run lock already."""
+    any other storage is one host's, serialized by its measuring lock already."""
     engine = getattr(store, "engine", None)
     if engine is None or engine.dialect.name != "postgresql":
         yield
         return
-    from sqlalchemy import text
-
-    with engine.connect() as conn:
-        conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": ADVISORY_KEY})
-        try:
-            yield
-        finally:
-            conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": ADVISORY_KEY})
+    with engine.connect() as conn, _advisory_lock(conn):
+        yield
 
 
 ADVISORY_KEY = 0x61757475  # "autu": one lock for autotune's trial bookkeeping and schema creation
 
 
+@contextlib.contextmanager
+def _advisory_lock(conn: Any) -> Iterator[None]:
+    """PostgreSQL's session advisory lock on ADVISORY_KEY, held for the block on this connection."""
+    from sqlalchemy import text
+
+    conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": ADVISORY_KEY})
+    try:
+        yield
+    finally:
+        conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": ADVISORY_KEY})
