@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from autotune.analysis.explain import SCOPE_STEPS
 from autotune.host import HostInfo
@@ -76,6 +76,8 @@ def format_result(result: SearchResult) -> str:
                     else "")
         out.append(f"memory: the chosen configuration adds {memory['served_mb']:.0f} MB{estimate}; the tuner peaked "
                    f"at {memory.get('tuner_peak_rss_mb') or 0:.0f} MB RSS, budget {memory['budget_mb']:.0f} MB")
+    if memory.get("burst"):
+        out.append(burst_line(memory["burst"], memory["budget_mb"]))
     if result.rerun:
         out.append(f"rerun: {result.rerun}")
     if result.scope is not None:
@@ -169,3 +171,15 @@ def format_explain(result: ExplainResult) -> str:
     if not result.steps:
         out.append("The chosen configuration is the baseline: nothing to attribute.")
     return "\n".join(out)
+
+
+def burst_line(burst: dict[str, Any], budget_mb: float) -> str:
+    """What the profile promises under load, and the input cut that keeps that promise."""
+    cut = ""
+    if burst["max_input_length"] < burst["model_max_length"]:
+        cut = (f"; inputs are cut to {burst['max_input_length']} tokens (the model takes {burst['model_max_length']}) "
+               f"so that it fits the {budget_mb:.0f} MB budget")
+    over = "" if burst["within_budget"] else f", past the {budget_mb:.0f} MB budget"
+    return (f"under load: {burst['workers']} worker(s) at once on the longest input ({burst['max_input_length']} "
+            f"tokens, {burst['rows']} per batch) add {burst['added_mb']:.0f} MB, {burst['peak_mb']:.0f} MB in all"
+            f"{over}{cut}")

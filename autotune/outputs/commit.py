@@ -139,6 +139,13 @@ def _stage_model(destination: Path, bundle: ModelBundle, pool: ScoringPool, winn
     return staged, check
 
 
+def served_max_length(memory: dict[str, Any] | None) -> int | None:
+    """The input length the burst measurement cut the sidecar to, when shorter than the model's own."""
+    burst = (memory or {}).get("burst") or {}
+    length, model_max = burst.get("max_input_length"), burst.get("model_max_length")
+    return length if length is not None and model_max is not None and length < model_max else None
+
+
 def _commit(paths: OutputPaths, *, target: Target, result: SearchResult, host: HostInfo, bundle: ModelBundle,
             workload: Workload, space: SearchSpace, settings: SearchSettings, conditions: dict[str, Any],
             int8_sample: dict[str, list[float]] | None, recording: SelfCheck | None, name: str, model_ref: str,
@@ -154,7 +161,8 @@ def _commit(paths: OutputPaths, *, target: Target, result: SearchResult, host: H
     ctx = EnvContext(model_ref=model_ref, model_dir=env_model_dir, tei_url=paths.tei_url,
                      tei_batch_size=tei_batch_size(parse_env(env_text), workload.max_candidates),
                      max_tokens=max_tokens, usable_cores=host.cores.usable,
-                     client_keys=(result.load or {}).get("client_keys", {}))
+                     client_keys=(result.load or {}).get("client_keys", {}),
+                     served_max_length=served_max_length(result.memory))
     keys = target.env_keys(result.winner.config, ctx)
     if result.scope is not None:
         keys.update(result.scope.env_keys())  # what Hindsight hands any provider: the pool, the token cut

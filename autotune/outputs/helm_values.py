@@ -27,10 +27,16 @@ HEADROOM = 1.5
 
 
 def memory_limit_mib(profile: dict[str, Any]) -> int:
+    """The measured burst (every worker on the longest input at once) where the profile has one; profiles
+    written before it carry one session's need, counted once per worker."""
     memory = profile.get("memory") or {}
-    served = memory.get("served_mb") or memory.get("estimated_mb") or 300.0
-    workers = int((profile.get("config") or {}).get("workers", 1))
-    return int(math.ceil((PROCESS_MB + float(served) * workers) * HEADROOM / 64.0) * 64)
+    burst = memory.get("burst") or {}
+    if burst.get("added_mb") is not None:
+        need = float(burst["added_mb"])
+    else:
+        served = memory.get("served_mb") or memory.get("estimated_mb") or 300.0
+        need = float(served) * int((profile.get("config") or {}).get("workers", 1))
+    return int(math.ceil((PROCESS_MB + need) * HEADROOM / 64.0) * 64)
 
 
 def helm_values(profile: dict[str, Any], *, image: str, tei_url: str, replicas: int = 1) -> dict[str, Any]:

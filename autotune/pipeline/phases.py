@@ -40,7 +40,7 @@ from autotune.search.parity import compare, reference_scores
 from autotune.search.prechecks import Dropped, prechecked
 from autotune.search.refine import Refiner, RefineResult, neighbours_summary
 from autotune.search.selfcheck import SelfCheck, logits_from_scores, self_check
-from autotune.search.served_memory import measure_served
+from autotune.search.served_memory import BurstPlan, measure_served
 from autotune.search.space import SearchSettings
 from autotune.search.stats import NOISY_SPREAD
 from autotune.search.storage import shared_lock
@@ -317,7 +317,7 @@ def judge(ctx: RunContext, searched: Searched, refined: RefineResult | None, fin
     noise = monitor.warnings + noise
     int8_sample = _int8_sample(pool, winner.config, workload, ctx.reference) if ctx.int8_considered else None
     memory = served_memory(pool, winner.config, workload, ctx.objective, ctx.budget_mb, searched.study,
-                           ctx.host.has_vnni)
+                           ctx.host.has_vnni, server_module=ctx.target.server_module)
     conditions = {**run_conditions(), **monitor.to_dict(),
                   "trustworthy": trustworthiness(noise, settings.final_rounds)}
     if settings.final_rounds < 2:
@@ -419,26 +419,32 @@ def _pair_lengths(pool: ScoringPool, workload: Workload) -> list[list[int]] | No
 
 
 def served_memory(pool: ScoringPool, config: EngineConfig, workload: Workload, objective: Objective,
-                  budget_mb: float, study: optuna.Study, has_vnni: bool) -> dict[str, Any]:
-    """What the served configuration needs (its session and largest batch, measured alone in a fresh
-    process), beside the estimate made before running it and the tuner's own peak."""
+                  budget_mb: float, study: optuna.Study, has_vnni: bool, *, server_module: str | None
+                  ) -> dict[str, Any]:
+    """What the served configuration needs, measured in a fresh process: its session and largest batch on the
+    workload, and every worker at once on the longest input it will be sent (`burst`, what a memory limit must
+    hold); beside the estimate made before running it and the tuner's own peak."""
     served = None
     if pool.model_path(config) is not None:  # an ONNX session, whose memory a fresh process can measure
         pool.release()  # the child's peak is not the parent's to share
         served = measure_served(pool.bundle, has_vnni=has_vnni, traits=pool.traits, config=config,
-                                queries=workload.queries)
+                                queries=workload.queries,
+                                plan=BurstPlan(objective.memory_model, budget_mb, server_module))
     estimate = objective.estimate_mb(config)
     peaks = [process_peak_mb()] + [t.user_attrs["rss_mb"] for t in study.get_trials(deepcopy=False)
                                    if "rss_mb" in t.user_attrs]
     served_mb = None if served is None else round(served.served_mb, 1)
+    burst = None if served is None or served.burst is None else served.burst.to_dict()
     return {"served_mb": served_mb,
             "estimated_mb": None if estimate is None else round(estimate, 1),
             "estimate_ratio": None if not estimate or served_mb is None else round(served_mb / estimate, 3),
+            "burst": burst,
             "tuner_peak_rss_mb": round(max(peaks), 1) if peaks else None,
             "budget_mb": round(budget_mb, 1),
             "note": "served_mb is the RSS that the reranker's session and its largest batch add to the process "
-                    "that serves it, measured in a fresh process: add it to that process's own footprint for a "
-                    "compose or Kubernetes memory limit"}
+                    "that serves it, measured in a fresh process; burst.added_mb is what every worker at once on "
+                    "the longest input adds (burst.peak_mb: that whole process): size a compose or Kubernetes "
+                    "memory limit from it"}
 
 
 def _max_tokens(bundle: ModelBundle, traits: EngineTraits) -> int:

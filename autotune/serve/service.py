@@ -92,7 +92,8 @@ class RerankService:
             bundle = self._bundle or resolve_model(None if self.settings.model == "default"
                                                    else Path(self.settings.model))
             self.pool = EnginePool(bundle, has_vnni=self._has_vnni,
-                                   traits=EngineTraits(max_batch_tokens=self.settings.max_batch_tokens),
+                                   traits=EngineTraits(max_batch_tokens=self.settings.max_batch_tokens,
+                                                       max_tokens=self.settings.max_input_length),
                                    max_sessions=1)
             self.engines = self.pool.serving(self.settings.config)
             for engine in self.engines:
@@ -119,9 +120,8 @@ class RerankService:
             return self.pool.tokenizer
         with self._lock:
             if key not in self._tokenizers:
-                b = self.pool.bundle
-                self._tokenizers[key] = PairTokenizer(b.tokenizer_path, b.max_length, direction=direction,
-                                                      truncate=truncate)
+                self._tokenizers[key] = PairTokenizer(self.pool.bundle.tokenizer_path, self.pool.max_length,
+                                                      direction=direction, truncate=truncate)
             return self._tokenizers[key]
 
     def info(self) -> dict[str, Any]:
@@ -135,7 +135,7 @@ class RerankService:
             "model_type": {"reranker": {"id2label": {"0": "LABEL_0"}, "label2id": {"LABEL_0": 0}}},
             "prompts": None, "default_prompt_name": None, "default_prompt": None,
             "max_concurrent_requests": self.settings.max_queue,
-            "max_input_length": bundle.max_length if bundle else None,
+            "max_input_length": self.pool.max_length if self.pool else None,
             "max_batch_tokens": self.settings.max_batch_tokens,
             "max_batch_requests": None,
             "max_client_batch_size": self.settings.max_client_batch_size,
@@ -150,7 +150,7 @@ class RerankService:
     def work_chars(self, query: str, texts: list[str]) -> int:
         """What a request costs, in characters the model will see: a text past the model's length is cut
         before tokenizing (`PairTokenizer.pairs`), so a 7 MB query costs what its first tokens cost."""
-        cap = (self.pool.bundle.max_length if self.pool else 512) * CLIP_CHARS_PER_TOKEN
+        cap = (self.pool.max_length if self.pool else 512) * CLIP_CHARS_PER_TOKEN
         return min(len(query), cap) * len(texts) + sum(min(len(t), cap) for t in texts)
 
     def estimated_wait_s(self, chars: int) -> float | None:

@@ -27,6 +27,7 @@ class ServeSettings:
     max_queue: int = 16
     max_body_bytes: int = 8 * 1024 * 1024  # TEI's --payload-limit
     max_batch_tokens: int = TEI_MAX_BATCH_TOKENS  # rows x longest per batch: bounds each batch's memory
+    max_input_length: int | None = None  # tokens per input (None: the model's); bounds the longest batch's memory
     auto_truncate: bool = True
     raw_scores_default: bool = False  # true for Hindsight <= 0.6.2, which applies sigmoid itself
     client_timeout_s: float = DEFAULT_CLIENT_TIMEOUT_S  # past this wait a request is refused, not queued
@@ -40,18 +41,24 @@ class ServeSettings:
             raise OptionsError("the API key must not be empty")
         if not (math.isfinite(self.client_timeout_s) and self.client_timeout_s > 0):
             raise OptionsError(f"the client time-out must be a positive number of seconds, got {self.client_timeout_s}")
-        for name in ("max_client_batch_size", "max_queue", "max_body_bytes", "max_batch_tokens"):
-            if getattr(self, name) < 1:
+        for name in ("max_client_batch_size", "max_queue", "max_body_bytes", "max_batch_tokens", "max_input_length"):
+            if (value := getattr(self, name)) is not None and value < 1:
                 key = {"max_client_batch_size": "AUTOTUNE_MAX_CLIENT_BATCH_SIZE", "max_queue": "AUTOTUNE_MAX_QUEUE",
-                       "max_body_bytes": "the body limit", "max_batch_tokens": "AUTOTUNE_MAX_BATCH_TOKENS"}[name]
-                raise OptionsError(f"{key} must be at least 1, got {getattr(self, name)}")
+                       "max_body_bytes": "the body limit", "max_batch_tokens": "AUTOTUNE_MAX_BATCH_TOKENS",
+                       "max_input_length": "AUTOTUNE_MAX_INPUT_LENGTH"}[name]
+                raise OptionsError(f"{key} must be at least 1, got {value}")
 
 
 def settings_from_profile(path: Path) -> ServeSettings:
+    """The profile's configuration, with the limits its run wrote for the sidecar (the burst it measured under
+    them is the memory figure it states)."""
     data = load_profile(path)
     env = data.get("env") if isinstance(data.get("env"), dict) else {}
+    keys = SidecarKeys.from_env(env) if "AUTOTUNE_BATCH_SIZE" in env else None
+    limits = {} if keys is None else {"max_batch_tokens": keys.max_batch_tokens,
+                                      "max_input_length": keys.max_input_length}
     return ServeSettings(config=profile_config(data), model=str(data.get("model", {}).get("ref", "default")),
-                         client_timeout_s=client_timeout(env))
+                         client_timeout_s=client_timeout(env), **limits)
 
 
 def client_timeout(env: Mapping[str, str]) -> float:
@@ -71,6 +78,7 @@ def settings_from_env(env: Mapping[str, str]) -> ServeSettings:
     keys = SidecarKeys.from_env(env)
     return ServeSettings(config=keys.config, model=keys.model, max_client_batch_size=keys.max_client_batch_size,
                          max_queue=keys.max_queue, max_batch_tokens=keys.max_batch_tokens,
+                         max_input_length=keys.max_input_length,
                          raw_scores_default=keys.raw_scores, client_timeout_s=client_timeout(env))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import subprocess
@@ -11,7 +12,13 @@ import pytest
 import yaml
 
 from autotune.errors import ExitStatus
-from autotune.outputs.helm_values import CHART_RERANKER_KEYS, helm_values, memory_limit_mib
+from autotune.outputs.helm_values import (
+    CHART_RERANKER_KEYS,
+    HEADROOM,
+    PROCESS_MB,
+    helm_values,
+    memory_limit_mib,
+)
 from autotune.outputs.profile import write_profile
 from autotune.runtime.engine import EngineConfig
 from autotune.runtime.targets import EnvContext
@@ -54,6 +61,15 @@ def test_the_values_use_the_charts_keys_and_hold_the_tuned_cores(tmp_path):
     assert api["HINDSIGHT_API_RERANKER_TEI_MAX_CONCURRENT"] == "2"
     assert all(k.startswith("HINDSIGHT_API_RERANKER_") for k in api)
     assert "# nodeSelector:" in raw and AVX2_HOST.brand in raw
+
+
+def test_the_memory_limit_holds_the_measured_burst():
+    """The burst is every worker at once on the longest input, measured: counted as it is. A profile written before
+    it carries one session's need, counted once per worker."""
+    old = tei_profile()
+    burst = {**old, "memory": {"served_mb": 250.0, "burst": {"added_mb": 900.0}}}
+    assert memory_limit_mib(old) == math.ceil((PROCESS_MB + 2 * 250.0) * HEADROOM / 64) * 64
+    assert memory_limit_mib(burst) == math.ceil((PROCESS_MB + 900.0) * HEADROOM / 64) * 64
 
 
 def test_an_in_process_profile_is_refused_in_one_line(tmp_path):

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import mmap
+import time
+
 import pytest
 
 from autotune.search import memory
@@ -7,10 +10,13 @@ from autotune.search.memory import ModelMemory, PeakRss, cgroup_memory_limit, de
 from autotune.search.objective import batch_shapes
 
 
-def _spike(mb: int) -> None:
-    block = bytearray(mb * 2**20)
-    block[:: 4096] = b"x" * len(block[:: 4096])  # touch every page, so it is resident
-    del block
+def _spike(mb: int, hold_s: float = 0.0) -> None:
+    """Fresh anonymous pages, touched so they are resident. A `bytearray` may reuse heap pages an earlier test freed
+    but the allocator kept resident; then RSS never grows and the instrument looks blind (it failed so in CI)."""
+    with mmap.mmap(-1, mb * 2**20) as block:
+        for page in range(0, len(block), mmap.PAGESIZE):
+            block[page] = 1
+        time.sleep(hold_s)
 
 
 def test_peak_sees_a_freed_spike():
@@ -22,12 +28,7 @@ def test_peak_sees_a_freed_spike():
 def test_without_clear_refs_a_sampler_stands_in(monkeypatch, tmp_path):
     monkeypatch.setattr(memory, "_CLEAR_REFS", tmp_path / "missing" / "clear_refs")
     with PeakRss(interval_s=0.001) as peak:
-        block = bytearray(200 * 2**20)
-        block[:: 4096] = b"x" * len(block[:: 4096])
-        import time
-
-        time.sleep(0.05)
-        del block
+        _spike(200, hold_s=0.05)
     assert not peak.exact and peak.growth_mb > 150
 
 

@@ -54,6 +54,7 @@ class EnvContext:
     max_tokens: int
     usable_cores: int
     client_keys: Mapping[str, str] = field(default_factory=dict)  # the sidecar's TEI_MAX_CONCURRENT and time-out
+    served_max_length: int | None = None  # the sidecar's input cut, where the model's own would pass the budget
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,8 @@ class Target(ABC):
     # Hindsight calls it over HTTP: it is timed under concurrent recalls, sizes Hindsight's TEI client keys,
     # and ships as a compose service (and a Helm block) of its own
     sidecar: ClassVar[bool] = False
+    # the module whose process serves it, when autotune serves it (the sidecar): its memory is measured so
+    server_module: ClassVar[str | None] = None
     # Hindsight may run several reranks on it at once: it is timed under `--concurrency` recalls, and its
     # concurrency key is searched then (a sidecar is always timed so, at Hindsight's client concurrency)
     concurrent: ClassVar[bool] = False

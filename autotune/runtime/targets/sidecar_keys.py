@@ -16,6 +16,7 @@ from autotune.runtime.targets.base import flag
 TEI_MAX_BATCH_TOKENS = 16384  # TEI's own default for --max-batch-tokens
 DEFAULT_MAX_QUEUE = 16
 MIN_CLIENT_BATCH = 1024
+INPUT_LENGTH_KEY = "AUTOTUNE_MAX_INPUT_LENGTH"
 
 
 def _is_true(value: str) -> bool:
@@ -32,6 +33,7 @@ class SidecarKeys:
     max_batch_tokens: int = TEI_MAX_BATCH_TOKENS
     max_queue: int = DEFAULT_MAX_QUEUE
     raw_scores: bool = False
+    max_input_length: int | None = None  # None: the model's own; shorter where its burst would pass the budget
 
     def to_env(self) -> dict[str, str]:
         c = self.config
@@ -46,6 +48,7 @@ class SidecarKeys:
             "AUTOTUNE_MODEL": self.model,
             "AUTOTUNE_MAX_CLIENT_BATCH_SIZE": str(self.max_client_batch_size),
             "AUTOTUNE_MAX_BATCH_TOKENS": str(self.max_batch_tokens),
+            **({} if self.max_input_length is None else {INPUT_LENGTH_KEY: str(self.max_input_length)}),
         }
 
     @classmethod
@@ -74,12 +77,14 @@ class SidecarKeys:
                    max_client_batch_size=integer("AUTOTUNE_MAX_CLIENT_BATCH_SIZE", str(MIN_CLIENT_BATCH)),
                    max_batch_tokens=integer("AUTOTUNE_MAX_BATCH_TOKENS", str(TEI_MAX_BATCH_TOKENS)),
                    max_queue=integer("AUTOTUNE_MAX_QUEUE", str(DEFAULT_MAX_QUEUE)),
-                   raw_scores=_is_true(env.get("AUTOTUNE_RAW_SCORES", "false")))
+                   raw_scores=_is_true(env.get("AUTOTUNE_RAW_SCORES", "false")),
+                   max_input_length=integer(INPUT_LENGTH_KEY) if env.get(INPUT_LENGTH_KEY) else None)
 
 
-WRITTEN_KEYS = tuple(SidecarKeys(EngineConfig(1, 0, False, "fp32")).to_env())  # what `to_env` writes
+# what `to_env` writes
+WRITTEN_KEYS = tuple(SidecarKeys(EngineConfig(1, 0, False, "fp32"), max_input_length=1).to_env())
 # every key the sidecar reads
 READ_KEYS = ("AUTOTUNE_BATCH_SIZE", "AUTOTUNE_INTRA_OP_THREADS", "AUTOTUNE_LENGTH_SORT", "AUTOTUNE_PRECISION",
              "AUTOTUNE_GRAPH", "AUTOTUNE_SPINNING", "AUTOTUNE_WORKERS", "AUTOTUNE_MODEL",
              "AUTOTUNE_MAX_CLIENT_BATCH_SIZE", "AUTOTUNE_MAX_BATCH_TOKENS", "AUTOTUNE_MAX_QUEUE",
-             "AUTOTUNE_RAW_SCORES")
+             "AUTOTUNE_RAW_SCORES", INPUT_LENGTH_KEY)

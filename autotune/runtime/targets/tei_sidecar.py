@@ -22,6 +22,7 @@ class TeiTarget(Target):
         *(f"{PREFIX}{k}" for k in ("PROVIDER", "TEI_URL", "TEI_BATCH_SIZE", "TEI_MAX_CONCURRENT", "TEI_HTTP_TIMEOUT")),
         *WRITTEN_KEYS)
     sidecar = True
+    server_module = "autotune.serve.app"
     concurrent = True
     defaults_label = "onnxruntime, batch 32, no sort, fp32, default threads"
 
@@ -43,5 +44,6 @@ class TeiTarget(Target):
             f"{PREFIX}TEI_BATCH_SIZE": str(ctx.tei_batch_size),
             **ctx.client_keys,
             **SidecarKeys(config, model=ctx.model_ref,
-                          max_client_batch_size=max(MIN_CLIENT_BATCH, ctx.tei_batch_size)).to_env(),
+                          max_client_batch_size=max(MIN_CLIENT_BATCH, ctx.tei_batch_size),
+                          max_input_length=ctx.served_max_length).to_env(),
         }

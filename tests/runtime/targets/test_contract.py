@@ -97,9 +97,10 @@ def test_no_caller_asks_which_target_or_which_pool_it_has():
 
 
 def test_the_sidecar_keys_round_trip():
-    from autotune.runtime.targets.sidecar_keys import SidecarKeys
+    from autotune.runtime.targets.sidecar_keys import READ_KEYS, WRITTEN_KEYS, SidecarKeys
 
     keys = SidecarKeys(EngineConfig(6, 1, True, "int8", mem_arena=True, graph="fused", spinning=False, workers=2),
-                       model="/m", max_client_batch_size=2048, max_batch_tokens=9000)
+                       model="/m", max_client_batch_size=2048, max_batch_tokens=9000, max_input_length=3000)
     assert SidecarKeys.from_env(keys.to_env()) == keys
+    assert set(keys.to_env()) <= set(WRITTEN_KEYS) <= set(READ_KEYS)
     assert SidecarKeys.from_env(get_target("tei").env_keys(BASELINE, CTX)).config == BASELINE

@@ -1,0 +1,60 @@
+"""The served memory, measured in a fresh process: the workload's own need, and the burst the profile promises
+(every worker at once on its largest batch of the longest accepted input)."""
+
+from __future__ import annotations
+
+import pytest
+
+from autotune.runtime.engine import EngineConfig, EngineTraits
+from autotune.runtime.model import build_default_model
+from autotune.search.memory import ModelMemory
+from autotune.search.served_memory import BurstPlan, measure_served
+from autotune.workload.queries import Query
+
+SERVER = "autotune.serve.app"
+QUERIES = [Query("who fixed the boiler", ["the plumber fixed the boiler on monday", "a short note"])]
+CONFIG = EngineConfig(batch_size=8, intra_op_threads=1, length_sort=True, precision="fp32", workers=2)
+TRAITS = EngineTraits(max_batch_tokens=16384)
+
+
+@pytest.fixture(scope="module")
+def bundle():
+    return build_default_model()  # MiniLM at 512 positions: its activations, not its fixed costs, dominate a burst
+
+
+def _longest(bundle) -> int:
+    from autotune.runtime.tokenize import PairTokenizer
+
+    tok = PairTokenizer(bundle.tokenizer_path, bundle.max_length)
+    return max(len(e.ids) for q in QUERIES for e in tok.encode(q.query, q.documents))
+
+
+def _measure(bundle, plan: BurstPlan | None, config: EngineConfig = CONFIG):
+    served = measure_served(bundle, has_vnni=False, traits=TRAITS, config=config, queries=QUERIES, plan=plan)
+    assert served is not None, "the child could not measure"
+    return served
+
+
+def test_the_sidecar_cuts_its_inputs_to_what_the_budget_holds(bundle):
+    model = ModelMemory.from_config(bundle.config, bundle.onnx_path.stat().st_size)
+    whole = _measure(bundle, BurstPlan(model, 100_000.0, SERVER)).burst
+    assert whole is not None and whole.max_input_length == whole.model_max_length == bundle.max_length
+    assert whole.workers == 2 and whole.rows == 8 and whole.within_budget
+    # a budget the model's own length would pass: the burst at a shorter length fits it, measured
+    budget = whole.base_mb + 0.5 * (whole.peak_mb - whole.base_mb)
+    cut = _measure(bundle, BurstPlan(model, budget, SERVER)).burst
+    assert cut is not None and _longest(bundle) <= cut.max_input_length < whole.max_input_length
+    assert cut.within_budget and cut.peak_mb <= budget
+    assert cut.added_mb < whole.added_mb
+
+
+def test_hindsight_in_process_is_never_cut(bundle):
+    """Hindsight's providers take no input length from autotune: the burst is at the model's, whatever it costs."""
+    model = ModelMemory.from_config(bundle.config, bundle.onnx_path.stat().st_size)
+    burst = _measure(bundle, BurstPlan(model, 1.0, None)).burst
+    assert burst is not None and burst.max_input_length == bundle.max_length and not burst.within_budget
+
+
+def test_without_a_plan_only_the_workload_is_measured(bundle):
+    served = _measure(bundle, None)
+    assert served.burst is None and served.served_mb > 0
