@@ -180,6 +180,7 @@ def burst_line(burst: dict[str, Any], budget_mb: float) -> str:
         cut = (f"; inputs are cut to {burst['max_input_length']} tokens (the model takes {burst['model_max_length']}) "
                f"so that it fits the {budget_mb:.0f} MB budget")
     over = "" if burst["within_budget"] else f", past the {budget_mb:.0f} MB budget"
+    verb = "add" if burst.get("measured", True) else "would add (estimated; not run, as it would pass the budget)"
     return (f"under load: {burst['workers']} worker(s) at once on the longest input ({burst['max_input_length']} "
-            f"tokens, {burst['rows']} per batch) add {burst['added_mb']:.0f} MB, {burst['peak_mb']:.0f} MB in all"
+            f"tokens, {burst['rows']} per batch) {verb} {burst['added_mb']:.0f} MB, {burst['peak_mb']:.0f} MB in all"
             f"{over}{cut}")

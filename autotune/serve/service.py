@@ -18,7 +18,7 @@ import numpy as np
 from autotune import __version__
 from autotune.runtime.engine import Cancelled, EngineTraits, RerankEngine
 from autotune.runtime.model import ModelBundle, resolve_model
-from autotune.runtime.sessions import EnginePool
+from autotune.runtime.sessions import EnginePool, warm_up
 from autotune.runtime.tokenize import CLIP_CHARS_PER_TOKEN, PairTokenizer
 from autotune.serve.errors import ApiError
 from autotune.serve.metrics import Metrics
@@ -96,10 +96,7 @@ class RerankService:
                                                        max_tokens=self.settings.max_input_length),
                                    max_sessions=1)
             self.engines = self.pool.serving(self.settings.config)
-            for engine in self.engines:
-                for _ in range(2):  # warm up: arenas, thread pool
-                    rows = min(self.settings.config.batch_size, self.settings.max_client_batch_size)
-                    engine.score("warm up", ["autotune warm-up document"] * rows)  # no batch is larger
+            warm_up(self.engines, min(self.settings.config.batch_size, self.settings.max_client_batch_size))
             for i, engine in enumerate(self.engines):
                 threading.Thread(target=self._work, args=(engine,), name=f"autotune-infer-{i}", daemon=True).start()
             self.ready.set()

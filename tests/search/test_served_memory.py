@@ -7,7 +7,8 @@ import pytest
 
 from autotune.runtime.engine import EngineConfig, EngineTraits
 from autotune.runtime.model import build_default_model
-from autotune.search.memory import ModelMemory
+from autotune.search.burst import BurstShape
+from autotune.search.memory import ESTIMATE_MARGIN, ModelMemory
 from autotune.search.served_memory import BurstPlan, measure_served
 from autotune.workload.queries import Query
 
@@ -40,19 +41,26 @@ def test_the_sidecar_cuts_its_inputs_to_what_the_budget_holds(bundle):
     whole = _measure(bundle, BurstPlan(model, 100_000.0, SERVER)).burst
     assert whole is not None and whole.max_input_length == whole.model_max_length == bundle.max_length
     assert whole.workers == 2 and whole.rows == 8 and whole.within_budget
-    # a budget the model's own length would pass: the burst at a shorter length fits it, measured
-    budget = whole.base_mb + 0.5 * (whole.peak_mb - whole.base_mb)
+    # a budget that holds the burst at half the model's length (with the estimate's margin), not at all of it
+    shape = BurstShape(CONFIG.workers, False, CONFIG.batch_size, TRAITS.max_batch_tokens)
+    budget = whole.base_mb + ESTIMATE_MARGIN * shape.estimate_mb(model, bundle.max_length // 2)
     cut = _measure(bundle, BurstPlan(model, budget, SERVER)).burst
-    assert cut is not None and _longest(bundle) <= cut.max_input_length < whole.max_input_length
-    assert cut.within_budget and cut.peak_mb <= budget
+    assert cut is not None and max(_longest(bundle), bundle.max_length // 2) <= cut.max_input_length < bundle.max_length
+    assert cut.measured and cut.within_budget and cut.peak_mb <= budget
     assert cut.added_mb < whole.added_mb
 
 
 def test_hindsight_in_process_is_never_cut(bundle):
-    """Hindsight's providers take no input length from autotune: the burst is at the model's, whatever it costs."""
+    """Hindsight's providers take no input length from autotune: the burst is at the model's length. Where its
+    estimate passes the budget it is never run: the figure is the estimate, and says so."""
     model = ModelMemory.from_config(bundle.config, bundle.onnx_path.stat().st_size)
-    burst = _measure(bundle, BurstPlan(model, 1.0, None)).burst
-    assert burst is not None and burst.max_input_length == bundle.max_length and not burst.within_budget
+    roomy = _measure(bundle, BurstPlan(model, 100_000.0, None)).burst
+    assert roomy is not None and roomy.max_input_length == bundle.max_length and roomy.measured
+    tight = _measure(bundle, BurstPlan(model, roomy.base_mb + 50.0, None)).burst
+    assert tight is not None and tight.max_input_length == bundle.max_length
+    assert not tight.measured and not tight.within_budget
+    assert tight.added_mb == pytest.approx(tight.estimated_mb, abs=0.1)
+    assert tight.added_mb > 50.0
 
 
 def test_without_a_plan_only_the_workload_is_measured(bundle):

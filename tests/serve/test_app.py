@@ -213,18 +213,6 @@ def test_hindsight_client_over_a_whole_workload(tiny_model_dir, workload_file, c
         pos += len(q.documents)
 
 
-def test_settings_from_env_file_and_environment(tmp_path):
-    env = tmp_path / ".env"
-    env.write_text("AUTOTUNE_BATCH_SIZE=8\nAUTOTUNE_INTRA_OP_THREADS=2\nAUTOTUNE_LENGTH_SORT=true\n"
-                   "AUTOTUNE_PRECISION=int8\nAUTOTUNE_MODEL=default\n")
-    s = resolve_settings(None, env, environ={"AUTOTUNE_BATCH_SIZE": "16"})
-    assert s.config == EngineConfig(16, 2, True, "int8")
-    from autotune.errors import OptionsError
-
-    with pytest.raises(OptionsError, match="AUTOTUNE_BATCH_SIZE"):
-        resolve_settings(None, None, environ={})
-
-
 def test_raw_scores_default_for_old_hindsight(tiny_model_dir):
     """Hindsight <= 0.6.2 applies sigmoid itself: AUTOTUNE_RAW_SCORES=true keeps it applied once."""
     from starlette.testclient import TestClient
@@ -371,15 +359,6 @@ def test_retry_after_is_bounded(tiny_model_dir):
     with pytest.raises(ApiError) as refused:
         asyncio.run(service.rerank("q", ["a"], truncate=True, direction="right", raw=False))
     assert refused.value.status == 429 and 1 <= refused.value.retry_after <= 60  # at most a minute
-
-
-@pytest.mark.parametrize("batch", ["1000000000", "0"])
-def test_a_batch_size_no_request_could_fill_is_refused_at_start(batch):
-    from autotune.errors import OptionsError
-
-    with pytest.raises(OptionsError, match="batch size"):
-        resolve_settings(None, None, environ={"AUTOTUNE_BATCH_SIZE": batch, "AUTOTUNE_INTRA_OP_THREADS": "0",
-                                             "AUTOTUNE_LENGTH_SORT": "true", "AUTOTUNE_PRECISION": "fp32"})
 
 
 @pytest.mark.parametrize("value", [1e9, 2.5, True])
