@@ -12,19 +12,15 @@ import pytest
 
 from autotune.cli import main
 from autotune.errors import ExitStatus
-from autotune.runtime.engine import REFERENCE
-from autotune.runtime.model import load_model_dir
-from autotune.runtime.sessions import EnginePool
+from tests.support.captured import captured_queries, captured_recall
 from tests.support.http import JsonHandler, serving
-
-MEMORIES = ["Maya is allergic to peanuts", "Standup moved to 10am", "Bought oat milk", "Alice drinks tea"]
 
 
 class FakeHindsight11(JsonHandler):
-    """Reranks with a real engine, dates nothing (occurred_start is null), reports a set reranking time."""
+    """Answers with recall responses captured from a real Hindsight 1.1.0 on the embedded default model (so its
+    scores are the ones autotune's default reproduces), with a set reranking time."""
 
     rerank_s: ClassVar[float] = 0.2
-    engine: ClassVar[object] = None
     statuses: ClassVar[list[int]] = []
     paths: ClassVar[list[str]] = []
 
@@ -36,46 +32,37 @@ class FakeHindsight11(JsonHandler):
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
         if self.statuses:
             return self._json(self.statuses.pop(0), {"detail": "down"})
-        ids = [f"m{i}" for i in range(len(MEMORIES))]
-        raw = self.engine.score(body["query"], MEMORIES).raw  # type: ignore[attr-defined]
-        trace = {
-            "query": {"query_text": body["query"]},
-            "retrieval_results": [{"method_name": "semantic", "results": [
-                {"rank": 1, "node_id": n, "text": t, "context": "", "event_date": "2026-12-01T00:00:00Z",
-                 "score": 0.1, "score_name": "similarity"} for n, t in zip(ids, MEMORIES, strict=True)]}],
-            "reranked": [{"node_id": n, "text": t, "rerank_score": 0.0, "rerank_rank": 1, "rrf_rank": 1,
-                          "rank_change": 0, "score_components": {"cross_encoder_score": float(s)}}
-                         for n, t, s in zip(ids, MEMORIES, raw, strict=True)],
-            "summary": {"phase_metrics": [{"phase_name": "reranking", "duration_seconds": self.rerank_s}]},
-        }
-        self._json(200, {"results": [{"id": n, "text": t, "occurred_start": None}
-                                     for n, t in zip(ids, MEMORIES, strict=True)], "trace": trace})
+        self._json(200, captured_recall(body["query"], rerank_s=self.rerank_s, asked=body["query"]))
 
 
 @pytest.fixture()
-def hindsight(tiny_model_dir) -> Iterator[str]:
-    FakeHindsight11.engine = EnginePool(load_model_dir(tiny_model_dir), has_vnni=False).engine(REFERENCE)
+def hindsight() -> Iterator[str]:
     FakeHindsight11.statuses, FakeHindsight11.paths, FakeHindsight11.rerank_s = [], [], 0.2  # no test's state leaks
     with serving(FakeHindsight11) as url:
         yield url
 
 
-def _record_before(tmp_path: Path, hindsight: str, queries: Path, model: Path) -> Path:
+def _queries(tmp_path: Path) -> Path:
+    queries = tmp_path / "q.txt"
+    queries.write_text("\n".join(captured_queries()) + "\n")
+    return queries
+
+
+def _record_before(tmp_path: Path, hindsight: str, queries: Path) -> Path:
     before = tmp_path / "before.jsonl"
     out = io.StringIO()
     FakeHindsight11.rerank_s = 0.4
     assert main(["record", "--url", hindsight, "--bank", "b", "--queries", str(queries), "-o", str(before),
-                 "--model", str(model)], stdout=out, stderr=io.StringIO()) == ExitStatus.OK
+                 "--model", "default"], stdout=out, stderr=io.StringIO()) == ExitStatus.OK
     assert "reproduce Hindsight's own scores" in out.getvalue(), out.getvalue()
     return before
 
 
-def test_verify_reports_the_gain_and_exits_10_on_a_slowdown(tmp_path, hindsight, tiny_model_dir):
-    queries = tmp_path / "q.txt"
-    queries.write_text("what is Maya allergic to\nwhen is standup\n")
-    before = _record_before(tmp_path, hindsight, queries, tiny_model_dir)
+def test_verify_reports_the_gain_and_exits_10_on_a_slowdown(tmp_path, hindsight):
+    queries = _queries(tmp_path)
+    before = _record_before(tmp_path, hindsight, queries)
     args = ["verify", "--url", hindsight, "--bank", "b", "--queries", str(queries), "--before", str(before),
-            "--model", str(tiny_model_dir), "--rounds", "2"]
+            "--model", "default", "--rounds", "2"]
     FakeHindsight11.rerank_s = 0.2
     out = io.StringIO()
     assert main(args, stdout=out, stderr=io.StringIO()) == ExitStatus.OK
@@ -107,8 +94,8 @@ def test_a_server_timing_that_is_not_a_duration_is_one_line(hindsight, tmp_path,
     queries = tmp_path / "q.txt"
     queries.write_text("Who is allergic to peanuts?\n")
     before = tmp_path / "before.jsonl"
-    before.write_text(json.dumps({"query": "Who is allergic to peanuts?", "budget": "mid", "documents": MEMORIES,
-                                  "hindsight_rerank_s": 1.0}) + "\n")
+    before.write_text(json.dumps({"query": "Who is allergic to peanuts?", "budget": "mid",
+                                  "documents": ["Maya is allergic to peanuts"], "hindsight_rerank_s": 1.0}) + "\n")
     err = io.StringIO()
     status = main(["verify", "--url", hindsight, "--bank", "b", "--queries", str(queries), "--before", str(before),
                    "--rounds", "1"], stdout=io.StringIO(), stderr=err)

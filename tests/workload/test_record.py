@@ -13,6 +13,7 @@ from autotune.cli import main
 from autotune.errors import ExitStatus
 from autotune.workload.queries import load_workload
 from autotune.workload.record import line_from_recall, record_from_server, render_document
+from tests.support.captured import captured_queries, captured_recall
 from tests.support.http import JsonHandler, serving
 
 SECRET = "sk-do-not-leak-42"
@@ -61,11 +62,28 @@ def test_line_from_recall_joins_context_and_dates():
         line_from_recall({"results": []}, budget=None, version=None)
 
 
+def test_a_real_recall_becomes_a_line_of_its_own_pairs_and_scores():
+    """On a response captured from Hindsight 1.1.0: one document per reranked candidate, in its order, with its
+    cross-encoder score, and the reranking phase's time."""
+    response = captured_recall()
+    trace = response["trace"]
+    line = line_from_recall(response, budget="mid", version="1.1.0")
+    assert line["query"] == trace["query"]["query_text"]
+    assert line["candidates"] == len(line["documents"]) == len(trace["reranked"]) > 10
+    assert line["hindsight_scores"] == [c["score_components"]["cross_encoder_score"] for c in trace["reranked"]]
+    assert line["hindsight_rerank_s"] == next(p["duration_seconds"] for p in trace["summary"]["phase_metrics"]
+                                              if p["phase_name"] == "reranking")
+    for document, candidate in zip(line["documents"], trace["reranked"], strict=True):
+        assert document.endswith(candidate["text"])  # after Hindsight's date and context prefixes
+
+
 class FakeHindsight(JsonHandler):
+    """Answers every recall with a response captured from a real Hindsight 1.1.0, under the query it was asked."""
+
     seen_auth: ClassVar[list[str]] = []
 
     def do_GET(self) -> None:
-        self._json(200, {"version": "0.9.2"}) if self.path == "/version" else self._json(404, {})
+        self._json(200, {"version": "1.1.0"}) if self.path == "/version" else self._json(404, {})
 
     def do_POST(self) -> None:
         FakeHindsight.seen_auth.append(self.headers.get("authorization", ""))
@@ -75,7 +93,7 @@ class FakeHindsight(JsonHandler):
             return self._json(500, {"detail": "boom"})
         if body["query"] == "slow":
             time.sleep(1.5)
-        self._json(200, recall_response(body["query"], n=4, with_optional=body["budget"] == "low"))
+        self._json(200, captured_recall(asked=body["query"]))
 
 
 @pytest.fixture()
@@ -99,7 +117,7 @@ def test_record_skips_failures_and_replays(tmp_path, hindsight, monkeypatch):
     assert SECRET not in text + stderr.getvalue() + out.read_text()
     assert all(a == f"Bearer {SECRET}" for a in FakeHindsight.seen_auth)
     workload = load_workload(out)  # the output passes `autotune run`'s validator
-    assert len(workload.queries) == 4 and workload.queries[0].extra["hindsight_version"] == "0.9.2"
+    assert len(workload.queries) == 4 and workload.queries[0].extra["hindsight_version"] == "1.1.0"
     # --resume skips what is there, and retries what failed
     report = record_from_server(hindsight, "bank1", ["what does alice drink", "new one"], ["low"], out,
                                 api_key=None, resume=True, timeout_s=5)
@@ -108,7 +126,7 @@ def test_record_skips_failures_and_replays(tmp_path, hindsight, monkeypatch):
 
 def test_resume_drops_a_torn_last_line(tmp_path, hindsight):
     out = tmp_path / "q.jsonl"
-    good = json.dumps(line_from_recall(recall_response("a"), budget="mid", version=None))
+    good = json.dumps(line_from_recall(captured_recall(asked="a"), budget="mid", version=None))
     out.write_text(good + "\n" + good[:20])
     report = record_from_server(hindsight, "bank1", ["a", "b"], ["mid"], out, api_key=None, resume=True)
     assert report.skipped_existing == 1 and report.written == 1
@@ -129,27 +147,27 @@ def test_existing_output_needs_resume(tmp_path, hindsight):
 def test_from_traces_directory(tmp_path):
     traces = tmp_path / "traces"
     traces.mkdir()
-    for i, q in enumerate(["alpha", "beta"]):
-        (traces / f"{i}.json").write_text(json.dumps({**recall_response(q), "budget": "high"}))
+    for i, q in enumerate(captured_queries()):
+        (traces / f"{i}.json").write_text(json.dumps({**captured_recall(q), "budget": "high"}))
     (traces / "broken.json").write_text("{")
     out = tmp_path / "out.jsonl"
     stdout = io.StringIO()
     status = main(["record", "--from-traces", str(traces), "-o", str(out)], stdout=stdout, stderr=io.StringIO())
     assert status == ExitStatus.UPSTREAM and "broken.json" in stdout.getvalue()
-    assert [q.query for q in load_workload(out).queries] == ["alpha", "beta"]
+    assert [q.query for q in load_workload(out).queries] == captured_queries()
 
 
 def test_recorded_file_replays_in_run(tmp_path, tiny_model_dir):
     traces = tmp_path / "traces"
     traces.mkdir()
-    (traces / "0.json").write_text(json.dumps(recall_response("where is the key", n=6)))
+    (traces / "0.json").write_text(json.dumps(captured_recall()))
     out = tmp_path / "q.jsonl"
     assert main(["record", "--from-traces", str(traces), "-o", str(out)], stdout=io.StringIO()) == 0
     args = ["run", "--workload", str(out), "--model", str(tiny_model_dir), "--trials", "3", "--repeats", "1",
             "--final-rounds", "1", "--env-file", str(tmp_path / ".env"), "--profile-dir", str(tmp_path / "p"),
             "--no-compose", "--target", "tei"]
     err = io.StringIO()
-    assert main(args, stdout=io.StringIO(), stderr=err) == ExitStatus.BAD_WORKLOAD  # invented scores: refused
+    assert main(args, stdout=io.StringIO(), stderr=err) == ExitStatus.BAD_WORKLOAD  # another model's scores: refused
     assert "does not reproduce Hindsight's own scores" in err.getvalue() and not (tmp_path / ".env").exists()
     status = main([*args, "--accept-mismatch"], stdout=io.StringIO(), stderr=io.StringIO())
     assert status == 0 and Path(tmp_path / ".env").exists()
