@@ -31,3 +31,12 @@ def test_the_tokenizer_check_never_tokenizes_a_huge_document_whole(tmp_path, tin
     assert status == ExitStatus.OK, err.getvalue()
     assert "gives autotune's ids on all 8 pairs" in out.getvalue(), out.getvalue()
     assert longest and longest[0] < len(huge) // 10
+
+
+def test_the_sidecar_is_told_the_input_cut_only_when_its_burst_made_one():
+    from autotune.outputs.commit import served_max_length
+
+    burst = {"max_input_length": 2541, "model_max_length": 8192}
+    assert served_max_length({"burst": burst}) == 2541
+    assert served_max_length({"burst": {**burst, "max_input_length": 8192}}) is None  # the model's own
+    assert served_max_length({"burst": None}) is None and served_max_length(None) is None

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from autotune.outputs.envfile import check_entry
-from autotune.runtime.engine import BASELINE, EngineConfig
 from autotune.runtime.targets import TARGET_NAMES, EnvContext, SpaceLimits, get_target
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -94,13 +93,3 @@ def test_no_caller_asks_which_target_or_which_pool_it_has():
             if pattern.search(line):
                 offenders.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert not offenders, "\n".join(offenders)
-
-
-def test_the_sidecar_keys_round_trip():
-    from autotune.runtime.targets.sidecar_keys import READ_KEYS, WRITTEN_KEYS, SidecarKeys
-
-    keys = SidecarKeys(EngineConfig(6, 1, True, "int8", mem_arena=True, graph="fused", spinning=False, workers=2),
-                       model="/m", max_client_batch_size=2048, max_batch_tokens=9000, max_input_length=3000)
-    assert SidecarKeys.from_env(keys.to_env()) == keys
-    assert set(keys.to_env()) <= set(WRITTEN_KEYS) <= set(READ_KEYS)
-    assert SidecarKeys.from_env(get_target("tei").env_keys(BASELINE, CTX)).config == BASELINE
