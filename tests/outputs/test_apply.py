@@ -11,8 +11,8 @@ import yaml
 
 from autotune.errors import ExitStatus
 from autotune.outputs.envfile import managed_values
+from tests.support.cli import run_cli
 from tests.support.hosts import AVX2_HOST, VNNI_HOST
-from tests.test_cli import run_cli
 
 
 def probe_file(tmp_path: Path, host, name: str) -> Path:  # type: ignore[no-untyped-def]

@@ -23,8 +23,8 @@ from autotune.outputs.profile import write_profile
 from autotune.runtime.engine import EngineConfig
 from autotune.runtime.targets import EnvContext
 from autotune.runtime.targets.tei_sidecar import TeiTarget
+from tests.support.cli import run_cli
 from tests.support.hosts import AVX2_HOST
-from tests.test_cli import run_cli
 
 CONFIG = EngineConfig(batch_size=4, intra_op_threads=1, length_sort=True, precision="fp32", workers=2)
 

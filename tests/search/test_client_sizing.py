@@ -46,7 +46,7 @@ def test_the_largest_request_is_cut_to_the_users_candidate_caps():
 def test_run_names_the_users_unsafe_time_out_once_without_its_value(tmp_path, tiny_model_dir, workload_file):
     from autotune.errors import ExitStatus
     from autotune.outputs.envfile import managed_values
-    from tests.test_cli import run_cli
+    from tests.support.cli import run_cli
 
     env = tmp_path / ".env"
     env.write_text(f"{HTTP_TIMEOUT_KEY}=0.000001\n")  # 1 µs: below any service time, on any host

@@ -6,6 +6,14 @@ import io
 import os
 from pathlib import Path
 
+FAST = ["--trials", "5", "--repeats", "1", "--final-rounds", "2"]  # a whole run in seconds on the tiny model
+
+
+def outputs(tmp_path: Path) -> list[str]:
+    """Every output of a run under `tmp_path/out`."""
+    return ["--env-file", str(tmp_path / "out" / ".env"), "--profile-dir", str(tmp_path / "out" / "profiles"),
+            "--compose-file", str(tmp_path / "out" / "compose.autotune.yaml")]
+
 
 def run_cli(args: list[str]) -> tuple[int, str, str]:
     """`autotune ARGS` in this process: (exit status, stdout, stderr)."""

@@ -39,7 +39,7 @@ def test_an_unknown_encoding_is_one_line(workload_file):
 
 
 def test_run_replays_the_cap_and_records_it(tmp_path, tiny_model_dir, workload_file):
-    from tests.test_cli import FAST, outputs, run_cli
+    from tests.support.cli import FAST, outputs, run_cli
 
     (tmp_path / "out").mkdir()
     uncut = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir), *outputs(tmp_path),
