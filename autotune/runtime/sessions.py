@@ -103,7 +103,7 @@ WARM_UP_ROUNDS = 2
 def warm_up(engines: Sequence[RerankEngine], rows: int) -> None:
     """Small batches on each engine before any real one, as `serve` starts: thread pools up, and ORT's arena
     first grown small. It matters to the memory a server reaches: on a ModernBERT export at 2,540 tokens, two
-    workers whose arenas were first grown by a long batch peaked at 2.56 GB; warmed first, at 1.54 GB."""
+    workers whose arenas were first grown by a long batch peaked at 2.56 GB; warmed first, at 1.52 GB."""
     for engine in engines:
         for _ in range(WARM_UP_ROUNDS):
             engine.score("warm up", ["autotune warm-up document"] * rows)
