@@ -157,7 +157,11 @@ def test_fifty_interrupts_at_random_moments_leave_nothing_a_rerun_trips_on(tmp_p
             _, err = proc.communicate(timeout=60)
         finally:
             proc.kill()
-        assert proc.returncode == ExitStatus.INTERRUPTED, (delay_ms, err)
+        # Once in some 300 interrupted runs, one that had caught the interrupt, cleaned up and said so left by
+        # SIGINT (-2; a shell shows it as 130, as it shows exit 130). Our reading, not proven: CPython's main exits
+        # via SIGINT when a KeyboardInterrupt ended a PyRun_* call inside an extension, even one caught later.
+        assert proc.returncode in (ExitStatus.INTERRUPTED, -signal.SIGINT), (delay_ms, err)
+        assert "autotune: interrupted" in err, (delay_ms, err)
         assert "Traceback" not in err and "Error" not in err, (delay_ms, err)
         assert not list(Path(os.environ["AUTOTUNE_STATE_DIR"]).glob("*.lock*")), delay_ms
         outcomes[delay_ms] = len(_finished_trials())
