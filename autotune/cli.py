@@ -103,7 +103,16 @@ def _main(argv: list[str], out: TextIO, err: TextIO, debug: bool) -> int:
             if not getattr(COMMANDS[args.command], "ACCEPTS_UNKNOWN", False):
                 raise OptionsError(f"unrecognized arguments: {' '.join(unknown)} (see `autotune --help`)")
             args.unknown = unknown
-        return int(dispatch(args, out, err))
+        from autotune.commands import COMMANDS
+
+        status = int(dispatch(args, out, err))
+        if _SIGNALLED and status != ExitStatus.INTERRUPTED and not getattr(COMMANDS[args.command], "OWNS_SIGNALS",
+                                                                            False):
+            # the interrupt was swallowed on its way up (a library's bare `except:` around an import: once in a
+            # stress test's fifty Ctrl-Cs a run went on to the end and exited 0): still reported as what it was
+            print(interrupted_message(), file=err)
+            return int(ExitStatus.INTERRUPTED)
+        return status
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
     except AutotuneError as exc:

@@ -140,6 +140,25 @@ def test_an_interrupt_that_surfaces_as_another_error_is_reported_as_the_interrup
     assert "interrupted" in err and "ImportError" not in err and "Traceback" not in err
 
 
+def test_an_interrupt_a_library_swallowed_is_still_reported(monkeypatch, capsys):
+    """A bare `except:` around an import once ate the KeyboardInterrupt of a Ctrl-C at start-up, and the run went
+    on to exit 0. The signal was seen: the command ends as interrupted."""
+    from autotune.cli import main
+    from autotune.commands import COMMANDS
+
+    def swallowed(args, out, err):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        except BaseException:  # what the library did
+            pass
+        return 0
+
+    monkeypatch.setattr(COMMANDS["probe"], "run", swallowed)
+    assert main(["probe"]) == ExitStatus.INTERRUPTED
+    assert "autotune: interrupted" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_fifty_interrupts_at_random_moments_leave_nothing_a_rerun_trips_on(tmp_path, tiny_model_dir, workload_file):
     """Issue 36, item 15: the journal-lock race (about 1 in 30 Ctrl-C runs once died on a missing

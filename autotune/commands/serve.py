@@ -13,6 +13,7 @@ from autotune.errors import ExitStatus, OptionsError
 
 NAME = "serve"
 ACCEPTS_UNKNOWN = True  # other TEI launcher flags: ignored with a warning each (see serve.tei_flags)
+OWNS_SIGNALS = True  # SIGTERM and Ctrl-C drain the server and exit 0 ("stopped"): not an interrupted command
 
 
 def add_parser(sub: Any) -> None:
