@@ -155,8 +155,10 @@ def _child(bundle: ModelBundle, has_vnni: bool, traits: EngineTraits, config: di
         with PeakRss() as peak:
             replay(pool.engine(engine_config), queries)
         pool.release()
-        longest = max((n for row in pool.pair_lengths(queries) for n in row), default=1)
-        burst = None if plan is None else _burst(bundle, has_vnni, traits, engine_config, plan, base_mb, longest)
+        burst = None
+        if plan is not None:
+            longest = max((n for row in pool.pair_lengths(queries) for n in row), default=1)
+            burst = _burst(bundle, has_vnni, traits, engine_config, plan, base_mb, longest)
         out.put(("ok", (peak.start_mb, peak.peak_mb, burst)))
     except BaseException as exc:  # reported to the parent as one line; the child exits either way
         out.put(("error", f"{type(exc).__name__}: {exc}"))
