@@ -80,7 +80,7 @@ def test_hindsight_loads_the_emitted_default_and_scores_like_autotune(tuned_onnx
     from autotune.outputs.profile import load_profile, profile_config
     from autotune.runtime.model import load_model_dir
     from autotune.runtime.targets import get_target
-    from tests.runtime.targets.test_hindsight_rerankers import assert_same_scores, hindsight_scores
+    from tests.support.hindsight_classes import assert_same_scores, hindsight_scores
 
     profile = load_profile(next((tuned_onnx / "profiles").glob("*.yaml")))
     theirs = hindsight_scores(managed_values(tuned_onnx / ".env"), tuned_onnx / "queries.jsonl", monkeypatch)

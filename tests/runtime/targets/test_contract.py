@@ -10,14 +10,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from autotune.errors import OptionsError
 from autotune.outputs.envfile import check_entry
+from autotune.runtime.engine import REFERENCE, EngineConfig
+from autotune.runtime.sessions import EnginePool
 from autotune.runtime.targets import TARGET_NAMES, EnvContext, SpaceLimits, get_target
+from autotune.runtime.targets.base import PREFIX
 
 ROOT = Path(__file__).resolve().parents[3]
 CTX = EnvContext(model_ref="default", model_dir="/models/r", tei_url="http://reranker:8080", tei_batch_size=300,
                  max_tokens=512, usable_cores=2,
                  client_keys={"HINDSIGHT_API_RERANKER_TEI_MAX_CONCURRENT": "2",
                               "HINDSIGHT_API_RERANKER_TEI_HTTP_TIMEOUT": "45"})
+LIMITS = SpaceLimits(usable_cores=2, max_candidates=40)
 
 
 @pytest.fixture(params=TARGET_NAMES)
@@ -93,3 +98,44 @@ def test_no_caller_asks_which_target_or_which_pool_it_has():
             if pattern.search(line):
                 offenders.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert not offenders, "\n".join(offenders)
+
+
+def test_keys_are_never_empty_and_booleans_are_hindsights_spellings(target):
+    space = target.space(LIMITS)
+    for config in (target.baseline(space), EngineConfig(4, 1, True, "fp32", mem_arena=False)):
+        keys = target.env_keys(config, CTX)
+        assert keys[f"{PREFIX}PROVIDER"] == target.provider
+        assert all(isinstance(v, str) and v for v in keys.values())
+        for key, value in keys.items():
+            if key.endswith(("_SORT", "_BATCHING", "_ARENA")):
+                assert value in ("true", "false"), key
+
+
+def test_baseline_is_in_the_space_and_is_hindsights_default(target):
+    space = target.space(LIMITS)
+    base = target.baseline(space)
+    assert base.batch_size == 32 and base.intra_op_threads == 0 and base.precision == "fp32"
+    for name, values in space.dimensions().items():
+        assert getattr(base, name) in values, name
+
+
+def test_unknown_target_names_the_valid_ones():
+    with pytest.raises(OptionsError, match="onnx, tei, local"):
+        get_target("gpu")
+
+
+@pytest.mark.parametrize("name", ["onnx", "tei"])
+def test_ort_targets_score_like_the_reference(name, tiny_model_dir):
+    """Sort key, batching, spinning and the arena never change a score beyond fp32 summation order."""
+    from autotune.runtime.model import load_model_dir
+
+    bundle = load_model_dir(tiny_model_dir)
+    target = get_target(name)
+    pool = target.pool(bundle, has_vnni=False, usable_cores=2)
+    ref_pool = EnginePool(bundle, has_vnni=False)
+    query = "where did the meeting happen"
+    docs = [f"document {i} " + "words " * (i * 7 % 23) for i in range(11)]
+    want = ref_pool.engine(REFERENCE).score(query, docs).raw
+    for config in (EngineConfig(4, 1, True, "fp32", mem_arena=False), EngineConfig(3, 2, True, "fp32")):
+        got = pool.engine(config).score(query, docs).raw
+        np.testing.assert_allclose(got, want, atol=1e-5)
