@@ -10,8 +10,11 @@ reranking phase per recall, and the results each recall returns against those it
 Hindsight's defaults (mean, worst recall). The ratios are against the defaults and the engine alone,
 measured in this run; the host's ISA is printed first.
 
+How much a smaller pool can keep depends on how many results a recall returns: `--max-tokens` is the
+recall's `max_tokens` (Hindsight's default 4096 returns about a hundred of these memories; 1024 about 30).
+
 Needs `pip install -e '.[hindsight]'` and `.ci/install-pgvector`.
-Usage: python benchmarks/pool_tuning.py [--memories 3000] [--queries 8] [--rounds 2]
+Usage: python benchmarks/pool_tuning.py [--memories 3000] [--queries 8] [--rounds 2] [--max-tokens 4096]
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ def main() -> None:
     parser.add_argument("--memories", type=int, default=3000)
     parser.add_argument("--queries", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--max-tokens", type=int, default=4096, help="the recall's max_tokens (default: Hindsight's)")
     args = parser.parse_args()
     _, queries = real_hindsight_setup()
     queries = queries[:args.queries]
@@ -59,11 +63,12 @@ def main() -> None:
             h.retain(BANK, memories(args.memories))
             recording = work / "recording.jsonl"
             status, out, err = cli("record", "--url", url, "--bank", BANK, "--queries", str(qfile), "--budget", "mid",
-                                   "-o", str(recording), "--model", "default")
+                                   "--max-tokens", str(args.max_tokens), "-o", str(recording), "--model", "default")
             if status != 0:
                 raise SystemExit(f"record failed: {err.strip()}")
             pools = [len(q.documents) for q in load_workload(recording).queries]
-            print(f"recorded {len(pools)} recalls at budget mid: pools of {min(pools)}-{max(pools)} candidates")
+            print(f"recorded {len(pools)} recalls at budget mid, max_tokens {args.max_tokens}: "
+                  f"pools of {min(pools)}-{max(pools)} candidates")
             print(out.strip())
             engine, engine_line = tune(work, recording, "engine", "--no-pool-tuning")
             full, full_line = tune(work, recording, "full")

@@ -553,8 +553,8 @@ def test_crashes(project, case):
 
 @pytest.fixture(scope="module")
 def server(tiny_model_dir: Path) -> Iterator[str]:
-    from tests.serve.test_app import _service
     from tests.support.http import LiveServer
+    from tests.support.serving import make_service as _service
 
     with LiveServer(_service(tiny_model_dir, max_body_bytes=8 * 1024 * 1024)) as live:
         yield live.url

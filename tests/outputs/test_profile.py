@@ -55,3 +55,13 @@ def test_a_profile_names_a_known_target_or_shows_it_is_the_sidecars():
         profile_target({"env": {"HINDSIGHT_API_RERANKER_ONNX_BATCH_SIZE": "4"}})
     with pytest.raises(OptionsError, match="unknown"):
         profile_target({"target": "gpu"})
+
+
+@pytest.mark.parametrize("value", [1e9, 2.5, True])
+def test_a_profile_batch_size_must_be_a_whole_number_in_range(value):
+    from autotune.errors import OptionsError
+    from autotune.outputs.profile import profile_config
+
+    config = {"batch_size": value, "intra_op_threads": 0, "length_sort": True, "precision": "fp32"}
+    with pytest.raises(OptionsError, match=r"batch_size|batch size"):
+        profile_config({"config": config})

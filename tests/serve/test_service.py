@@ -1,0 +1,61 @@
+"""The service behind the routes: the bounded queue, the token budget per batch, and the wait it tells a
+refused client."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+import pytest
+
+from autotune.serve.service import RerankService
+from autotune.serve.settings import ServeSettings
+from tests.conftest import DOCS
+from tests.support.http import LiveServer
+from tests.support.serving import CONFIG, make_service
+
+
+def test_the_token_budget_bounds_every_batch_and_info_reports_it(tiny_model_dir):
+    service = make_service(tiny_model_dir, max_batch_tokens=150)
+    with LiveServer(service) as live:
+        assert httpx.get(live.url + "/info").json()["max_batch_tokens"] == 150
+        shapes = []
+        backend = service.engine.backend
+        run = backend.run
+        backend.run = lambda feeds: (shapes.append(feeds["input_ids"].shape), run(feeds))[1]
+        texts = ["word " * 60] * 12 + ["short"] * 20
+        assert httpx.post(live.url + "/rerank", json={"query": "q", "texts": texts}).status_code == 200
+    assert any(rows < 4 for rows, _ in shapes)  # the budget, not the batch size, closed some batches
+    assert all(rows * longest <= 150 or rows == 1 for rows, longest in shapes)
+
+
+class SlowService(RerankService):
+    """Inference that takes a known while, so a burst reliably overfills the queue."""
+
+    def _score(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        time.sleep(0.3)
+        return super()._score(*args, **kwargs)
+
+
+def test_queue_bound_answers_429(tiny_model_dir):
+    service = SlowService(ServeSettings(config=CONFIG, model=str(tiny_model_dir), max_queue=1), has_vnni=False)
+    with LiveServer(service) as live:
+        async def burst() -> list[int]:
+            async with httpx.AsyncClient(timeout=60) as client:
+                reqs = [client.post(live.url + "/rerank", json={"query": "q", "texts": DOCS}) for _ in range(8)]
+                return [r.status_code for r in await asyncio.gather(*reqs)]
+
+        codes = asyncio.run(burst())
+    assert 429 in codes and 200 in codes and set(codes) <= {200, 429}
+
+
+def test_retry_after_is_bounded(tiny_model_dir):
+    from autotune.serve.errors import ApiError
+
+    service = make_service(tiny_model_dir)
+    service._seconds_per_char = 1.0  # as if a slow request had just been measured
+    service._in_system = {1: 10**6}  # and a worker were busy with a million characters
+    with pytest.raises(ApiError) as refused:
+        asyncio.run(service.rerank("q", ["a"], truncate=True, direction="right", raw=False))
+    assert refused.value.status == 429 and 1 <= refused.value.retry_after <= 60  # at most a minute
