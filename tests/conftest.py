@@ -110,7 +110,7 @@ def workload_file(tmp_path: Path) -> Path:
 # pgvector build once let CI go green with every real-Hindsight test skipped). Only these may skip in CI:
 CI_ALLOWED_SKIPS = {
     # `helm` is in none of this workplace's registries (apt, pip, npm), and Hindsight's chart is not vendored.
-    "tests/outputs/test_helm_values.py::test_helm_template_renders_the_reranker_with_our_image",
+    "tests/commands/test_helm.py::test_helm_template_renders_the_reranker_with_our_image",
 }
 _skipped: dict[str, str] = {}
 

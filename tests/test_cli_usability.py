@@ -58,15 +58,6 @@ def test_workload_messages_say_what_is_wrong(tmp_path, line, says):
     assert says in info.value.message and " at at " not in info.value.message
 
 
-def test_a_connection_failure_names_the_url(tmp_path):
-    (tmp_path / "q.txt").write_text("What is Maya allergic to?\n")
-    (tmp_path / "before.jsonl").write_text('{"query": "What is Maya allergic to?", "documents": ["a"], '
-                                           '"hindsight_rerank_s": 1.0}\n')
-    status, _, err = run_cli(["verify", "--url", "http://127.0.0.1:9", "--bank", "b", "--queries",
-                              str(tmp_path / "q.txt"), "--before", str(tmp_path / "before.jsonl")])
-    assert status != 0 and "http://127.0.0.1:9" in err, err
-
-
 def test_a_negative_wait_is_refused(tmp_path):
     """Issue 36, item 15: --wait-quiet -5 was accepted."""
     status, _, err = run_cli(["run", "--workload", str(tmp_path / "w.jsonl"), "--wait-quiet", "-5"])

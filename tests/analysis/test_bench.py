@@ -1,13 +1,11 @@
 from __future__ import annotations
 
-import io
 from dataclasses import replace
 
 import pytest
 
 from autotune.analysis.bench import run_bench
-from autotune.cli import main
-from autotune.errors import DriftError, ExitStatus
+from autotune.errors import DriftError
 from autotune.host import HostProbe
 from autotune.runtime.engine import EngineConfig
 from autotune.workload.queries import load_workload
@@ -43,27 +41,6 @@ def test_bench_refuses_another_hosts_profile(tiny_model_dir, workload_file, host
     with pytest.raises(DriftError, match="--force"):
         run_bench(profile, load_workload(workload_file), host, against=["ort-default"], rounds=1)
     assert run_bench(profile, load_workload(workload_file), host, against=["ort-default"], rounds=1, force=True)
-
-
-def test_bench_and_explain_cli(tmp_path, tiny_model_dir, workload_file, host):
-    from autotune.outputs.profile import load_profile, write_profile
-
-    path = write_profile(tmp_path, "p", profile_for(host, TUNED, tiny_model_dir))
-    out = io.StringIO()
-    assert main(["bench", "--profile", str(path), "--workload", str(workload_file), "--rounds", "2",
-                 "--against", "ort-default"], stdout=out) == ExitStatus.OK
-    text = out.getvalue()
-    assert "p95 ratio" in text and "% of measured peak" in text and "% of nominal peak" in text
-    assert "assumptions:" in text
-    out = io.StringIO()
-    assert main(["explain", "--profile", str(path), "--workload", str(workload_file), "--rounds", "1"],
-                stdout=out) == ExitStatus.OK
-    text = out.getvalue()
-    assert "+ batch_size" in text and "+ intra_op_threads" in text and "+ length_sort" in text
-    assert "+ precision" not in text and "The knob that mattered most:" in text
-    saved = load_profile(path)["explain"]
-    assert [s["knob"] for s in saved["waterfall"]] == ["batch_size", "intra_op_threads", "length_sort"]
-    assert len(saved["leave_one_out"]) == 3
 
 
 def test_onnx_profile_is_benched_against_hindsights_onnx_defaults_and_its_siblings(tmp_path, tiny_model_dir,
