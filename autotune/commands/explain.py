@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any, TextIO
 
+from autotune.commands.argtypes import positive_int
 from autotune.errors import ExitStatus
 
 NAME = "explain"
@@ -15,7 +16,7 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(NAME, help="attribute the speedup to each knob")
     p.add_argument("--profile", type=Path, required=True, help="the profile whose pick is explained")
     p.add_argument("--workload", type=Path, required=True, help="queries.jsonl to replay")
-    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds per leave-one-out")
+    p.add_argument("--rounds", type=positive_int, default=3, help="interleaved rounds per leave-one-out")
     p.add_argument("--model", type=Path, help="the model directory, when the profile's is elsewhere here")
     p.add_argument("--force", action="store_true", help="run even on a different host fingerprint")
 
