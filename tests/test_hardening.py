@@ -3,7 +3,6 @@ process of their own. The one-command cases are rows of the table in `test_sweep
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -18,10 +17,6 @@ from tests.support.cli import one_line, run_cli
 from tests.support.http import wait_healthy
 
 FAST = ["--trials", "3", "--repeats", "1", "--final-rounds", "2"]
-
-
-
-
 
 
 def test_staged_outputs_commit_together_or_not_at_all(tmp_path):
@@ -106,19 +101,6 @@ def test_bank_ids_stay_one_path_segment(bank):
     path = recall_path(bank)
     assert path.startswith("/v1/default/banks/") and path.endswith("/memories/recall")
     assert path.count("/") == 6 and "#" not in path and "?" not in path and " " not in path
-
-
-def test_a_second_run_is_refused_before_the_model_loads(tmp_path, tiny_model_dir, workload_file, monkeypatch):
-    """Even with another state directory (issue 36, item 15: such runs measured at once, unwarned)."""
-    from autotune.runlock import host_lock
-
-    loaded = []
-    monkeypatch.setattr("autotune.pipeline.phases.resolve_model", lambda *a: loaded.append(1))
-    with host_lock():
-        monkeypatch.setenv("AUTOTUNE_STATE_DIR", str(tmp_path / "another-state"))
-        status, _, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
-                                "--env-file", str(tmp_path / ".env"), "--no-compose", *FAST])
-    assert status == ExitStatus.LOCKED and loaded == [] and f"pid {os.getpid()}" in err, err
 
 
 # ---- serve -----------------------------------------------------------------------------------------------------

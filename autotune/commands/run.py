@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from autotune.commands.argtypes import finite_float, int_list, non_negative_float, positive_int
 from autotune.errors import ExitStatus, OptionsError
 from autotune.runtime.targets import DEFAULT_TARGET, TARGET_NAMES
+
+if TYPE_CHECKING:
+    from autotune.pipeline.options import RunOptions
 
 NAME = "run"
 
@@ -97,13 +100,10 @@ def tolerances_from(args: argparse.Namespace) -> dict[str, object]:
     return out
 
 
-def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from autotune.analysis.summary import format_result
-    from autotune.commands.progress import TrialProgress
+def options_from(args: argparse.Namespace) -> RunOptions:
+    """The run's options from its flags: one place, so that the CLI's defaults are the library's."""
     from autotune.outputs.profile import DEFAULT_TEI_URL
     from autotune.pipeline.options import RunOptions
-    from autotune.pipeline.tune import tune
-    from autotune.runtime.targets import get_target
     from autotune.search.scope import ResultGate
     from autotune.search.space import SearchSettings
 
@@ -112,7 +112,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                               halving=not args.no_halving, max_memory_mb=args.max_memory,
                               **tolerances_from(args))  # type: ignore[arg-type]
     precisions = [p.strip() for p in args.precisions.split(",")] if args.precisions else None
-    opts = RunOptions(workload=args.workload, model=args.model, env_file=args.env_file,
+    return RunOptions(workload=args.workload, model=args.model, env_file=args.env_file,
                       profile_dir=args.profile_dir, name=args.name, storage=args.storage, fresh=args.fresh,
                       settings=settings, batch_sizes=args.batch_sizes, precisions=precisions,
                       max_threads=args.max_threads, tei_url=args.tei_url or DEFAULT_TEI_URL,
@@ -122,6 +122,16 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                       write_baseline=args.write_baseline, max_tokens=args.max_tokens,
                       concurrency=args.concurrency, tune_pool=not args.no_pool_tuning,
                       result_gate=ResultGate(args.min_result_agreement, args.min_query_agreement))
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from autotune.analysis.summary import format_result
+    from autotune.commands.progress import TrialProgress
+    from autotune.pipeline.tune import tune
+    from autotune.runtime.targets import get_target
+
+    opts = options_from(args)
+    settings = opts.settings
     with TrialProgress(settings.trials, err) as progress:
         outcome = tune(opts, progress=progress.update, on_stage=progress.stage)
     print(format_result(outcome.result), file=out)

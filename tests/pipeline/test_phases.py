@@ -43,3 +43,15 @@ def test_prepare_says_it_before_any_model_loads(tmp_path, tiny_model_dir):
                        profile_dir=tmp_path / "profiles"),
             stage=said.append)
     assert [s for s in said if s.startswith("warning: 1 of 1 queries")]
+
+
+def test_a_recording_from_a_hindsight_without_the_targets_provider_is_refused():
+    from autotune.pipeline.phases import check_hindsight_version
+    from autotune.runtime.targets import get_target
+
+    old = Workload([Query("q", ["d"], extra={"hindsight_version": "0.6.2"})], "0" * 64)
+    with pytest.raises(OptionsError, match=r"Hindsight 0.6.2, which has no `onnx` reranker \(new in 1.1"):
+        check_hindsight_version(old, get_target("onnx"))
+    check_hindsight_version(old, get_target("tei"))  # the sidecar needs only Hindsight's TEI client
+    check_hindsight_version(Workload([Query("q", ["d"], extra={"hindsight_version": "1.1.0"})], "0" * 64),
+                            get_target("onnx"))
