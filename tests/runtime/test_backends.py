@@ -41,14 +41,6 @@ def _backend(kind: str) -> Backend:
 TOLERANCE = {"ort-fp32": 1e-6, "torch": 1e-4, "ort-int8": 0.1}
 
 
-@pytest.fixture(scope="module")
-def reference_scores() -> np.ndarray:
-    bundle = build_default_model(stock=True)
-    engine = RerankEngine(OrtBackend(bundle.onnx_path, threads=0), PairTokenizer(bundle.tokenizer_path, 512),
-                          batch_size=1, length_sort=False)
-    return engine.score("what is the capital of france?", DOCS).scores
-
-
 @pytest.mark.parametrize("kind", ["ort-fp32", "ort-int8", "torch"])
 def test_backend_contract(kind, reference_scores):
     backend = _backend(kind)
@@ -70,13 +62,3 @@ def test_int8_is_cached_by_sha_ort_version_and_format():
     assert int8_model_path(bundle, has_vnni=False) == a and a.stat().st_mtime_ns == mtime
 
 
-@pytest.mark.skipif(not HAVE_TORCH, reason="hindsight-local needs the torch extra: pip install -e '.[torch]'")
-def test_hindsight_local_scores_like_the_onnx_graph(reference_scores):
-    from autotune.runtime.torch_reference import hindsight_local
-
-    local = hindsight_local("default")
-    scores = local.score("what is the capital of france?", DOCS)
-    # sentence-transformers applies sigmoid to a 1-label head, as the engine does: exactly once.
-    assert np.abs(scores - reference_scores).max() <= 1e-4
-    bucket = hindsight_local("default", bucket_batching=True).score("what is the capital of france?", DOCS)
-    assert np.abs(bucket - scores).max() <= 1e-4

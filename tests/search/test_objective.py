@@ -5,28 +5,13 @@ from dataclasses import replace
 import optuna
 import pytest
 
-from autotune.errors import OptionsError
 from autotune.runtime.engine import EngineTraits
-from autotune.runtime.model import load_model_dir
-from autotune.runtime.sessions import EnginePool
-from autotune.runtime.space import SearchSpace
 from autotune.search.memory import ESTIMATE_MARGIN, ModelMemory, rss_mb
 from autotune.search.objective import Objective, rung_order, rung_sizes
-from autotune.search.parity import FP32_TOLERANCE, Tolerance, reference_scores
-from autotune.search.prechecks import prechecked
+from autotune.search.parity import Tolerance
 from autotune.search.space import SearchSettings
 from autotune.search.study import halving_pruner, trial_records
-from autotune.workload.queries import load_workload
-from tests.conftest import write_workload
-
-SPACE = SearchSpace(batch_sizes=(1, 4), threads=(0, 1), precisions=("fp32",))
-
-
-@pytest.fixture()
-def setup(tiny_model_dir, tmp_path):
-    workload = load_workload(write_workload(tmp_path / "q.jsonl", n_queries=8))
-    pool = EnginePool(load_model_dir(tiny_model_dir), has_vnni=False, traits=EngineTraits(zero_threads=1))
-    return pool, workload, reference_scores(pool, workload, "test")
+from tests.search.conftest import SPACE
 
 
 def _objective(setup, **kwargs) -> Objective:
@@ -127,20 +112,6 @@ def test_a_failing_rung_is_infeasible_and_stops_measuring(setup):
     study = optuna.create_study()
     study.optimize(objective, n_trials=1)
     assert study.trials[0].constraints["parity"] > 0 and study.trials[0].user_attrs["queries_measured"] == 2
-
-
-def test_prechecks_drop_what_cannot_win_and_say_why(setup):
-    pool, workload, reference = setup
-    space = SearchSpace(batch_sizes=(1, 4), threads=(0, 1), graphs=("plain", "fused"))
-    strict_int8 = Tolerance(max_abs=0.0, min_spearman=1.0, min_topk=1.0)
-    narrowed, dropped = prechecked(space, pool, workload, reference, strict_int8)
-    assert narrowed.precisions == ("fp32",) and narrowed.graphs == ("plain",)
-    assert [(d.knob, d.value) for d in dropped] == [("graph", "fused"), ("precision", "int8")]
-    assert "model_type" in dropped[0].reason and "parity" in dropped[1].reason
-    kept, none = prechecked(SPACE, pool, workload, reference, FP32_TOLERANCE)
-    assert kept == SPACE and none == []
-    with pytest.raises(OptionsError, match="add fp32"):
-        prechecked(SPACE.narrowed(precisions=("int8",)), pool, workload, reference, strict_int8)
 
 
 def test_rungs_without_halving_are_the_whole_workload(setup):

@@ -1,0 +1,22 @@
+"""The search's shared setting: the tiny model's pool, an eight-query workload and its fp32 reference."""
+
+from __future__ import annotations
+
+import pytest
+
+from autotune.runtime.engine import EngineTraits
+from autotune.runtime.model import load_model_dir
+from autotune.runtime.sessions import EnginePool
+from autotune.runtime.space import SearchSpace
+from autotune.search.parity import reference_scores
+from autotune.workload.queries import load_workload
+from tests.conftest import write_workload
+
+SPACE = SearchSpace(batch_sizes=(1, 4), threads=(0, 1), precisions=("fp32",))
+
+
+@pytest.fixture()
+def setup(tiny_model_dir, tmp_path):
+    workload = load_workload(write_workload(tmp_path / "q.jsonl", n_queries=8))
+    pool = EnginePool(load_model_dir(tiny_model_dir), has_vnni=False, traits=EngineTraits(zero_threads=1))
+    return pool, workload, reference_scores(pool, workload, "test")

@@ -1,0 +1,26 @@
+"""The pre-checks before the search: a knob that cannot win (int8 failing parity at batch 1, a fusion the
+optimizer lacks) leaves the space, and says why."""
+
+from __future__ import annotations
+
+import pytest
+
+from autotune.errors import OptionsError
+from autotune.runtime.space import SearchSpace
+from autotune.search.parity import FP32_TOLERANCE, Tolerance
+from autotune.search.prechecks import prechecked
+from tests.search.conftest import SPACE
+
+
+def test_prechecks_drop_what_cannot_win_and_say_why(setup):
+    pool, workload, reference = setup
+    space = SearchSpace(batch_sizes=(1, 4), threads=(0, 1), graphs=("plain", "fused"))
+    strict_int8 = Tolerance(max_abs=0.0, min_spearman=1.0, min_topk=1.0)
+    narrowed, dropped = prechecked(space, pool, workload, reference, strict_int8)
+    assert narrowed.precisions == ("fp32",) and narrowed.graphs == ("plain",)
+    assert [(d.knob, d.value) for d in dropped] == [("graph", "fused"), ("precision", "int8")]
+    assert "model_type" in dropped[0].reason and "parity" in dropped[1].reason
+    kept, none = prechecked(SPACE, pool, workload, reference, FP32_TOLERANCE)
+    assert kept == SPACE and none == []
+    with pytest.raises(OptionsError, match="add fp32"):
+        prechecked(SPACE.narrowed(precisions=("int8",)), pool, workload, reference, strict_int8)
