@@ -66,7 +66,10 @@ def retry_delay(headers: Mapping[str, str], fallback: float, timeout_s: float) -
         try:
             asked = float(value)
         except ValueError:
-            when = email.utils.parsedate_to_datetime(value) if value else None
+            try:  # an HTTP date; anything else is no hint at all, as a missing header is
+                when = email.utils.parsedate_to_datetime(value)
+            except (TypeError, ValueError):
+                when = None
             asked = 0.0 if when is None else max(0.0, when.timestamp() - time.time())
     wanted = max(fallback, asked, 0.0)
     delay = min(wanted, limit)

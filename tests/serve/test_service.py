@@ -4,16 +4,13 @@ refused client."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import httpx
 import pytest
 
-from autotune.serve.service import RerankService
-from autotune.serve.settings import ServeSettings
 from tests.conftest import DOCS
 from tests.support.http import LiveServer
-from tests.support.serving import CONFIG, make_service
+from tests.support.serving import make_service, slow
 
 
 def test_the_token_budget_bounds_every_batch_and_info_reports_it(tiny_model_dir):
@@ -30,16 +27,8 @@ def test_the_token_budget_bounds_every_batch_and_info_reports_it(tiny_model_dir)
     assert all(rows * longest <= 150 or rows == 1 for rows, longest in shapes)
 
 
-class SlowService(RerankService):
-    """Inference that takes a known while, so a burst reliably overfills the queue."""
-
-    def _score(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        time.sleep(0.3)
-        return super()._score(*args, **kwargs)
-
-
 def test_queue_bound_answers_429(tiny_model_dir):
-    service = SlowService(ServeSettings(config=CONFIG, model=str(tiny_model_dir), max_queue=1), has_vnni=False)
+    service = slow(tiny_model_dir, max_queue=1)
     with LiveServer(service) as live:
         async def burst() -> list[int]:
             async with httpx.AsyncClient(timeout=60) as client:

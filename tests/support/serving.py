@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import re
+import threading
+import time
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from autotune.runtime.engine import EngineConfig
 from autotune.runtime.model import load_model_dir
@@ -25,3 +30,40 @@ def in_process(model_dir: Path | None, query: str, texts: list[str]) -> Any:
 
     pool = EnginePool(build_default_model() if model_dir is None else load_model_dir(model_dir), has_vnni=False)
     return pool.engine(CONFIG).score(query, texts)
+
+
+class SlowService(RerankService):
+    """Each request takes `delay` seconds in a worker; counts what ran and how many ran at once."""
+
+    delay = 0.4
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.ran = 0
+        self.running = 0
+        self.peak = 0
+        self._count = threading.Lock()
+
+    def _score(self, engine, job):  # type: ignore[no-untyped-def]
+        with self._count:
+            self.ran += 1
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+        try:
+            time.sleep(self.delay)
+            return super()._score(engine, job)
+        finally:
+            with self._count:
+                self.running -= 1
+
+
+def slow(model_dir, *, workers: int = 1, **kw) -> SlowService:  # type: ignore[no-untyped-def]
+    config = EngineConfig(**{**CONFIG.to_dict(), "workers": workers})  # type: ignore[arg-type]
+    return SlowService(ServeSettings(config=config, model=str(model_dir), **kw), has_vnni=False)
+
+
+def metric(url: str, name: str, labels: str = "") -> float:
+    text = httpx.get(url + "/metrics").text
+    match = re.search(rf"^{name}(?:_total)?{re.escape(labels)} ([0-9.e+-]+)$", text, re.M)
+    assert match, f"{name} not in /metrics"
+    return float(match.group(1))

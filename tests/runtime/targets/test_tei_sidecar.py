@@ -17,8 +17,8 @@ def test_hindsights_tei_client_survives_eight_recalls_with_the_sized_keys(tiny_m
     sent once, and the server drops nothing; with Hindsight's 8 permits, requests queue in the server
     past the time-out, and the client gives up on them and sends them again."""
     from autotune.search.client_sizing import HTTP_TIMEOUT_KEY, MAX_CONCURRENT_KEY
-    from tests.serve.test_load import SlowService, metric, slow
     from tests.support.http import LiveServer
+    from tests.support.serving import SlowService, metric, slow
 
     texts = ["Paris is the capital of France.", "Berlin is in Germany.", "The sky is blue."] * 4
     base = {"HINDSIGHT_API_RERANKER_PROVIDER": "tei", "HINDSIGHT_API_RERANKER_TEI_BATCH_SIZE": "300",
