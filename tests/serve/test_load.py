@@ -57,7 +57,7 @@ def test_a_queued_request_whose_client_left_is_dropped_before_inference(tiny_mod
                          b"content-length: %d\r\n\r\n%s" % (len(body), body))
             until(lambda: metric(live.url, "te_queue_size") == 2)  # queued, the first still running
         first.join()
-        time.sleep(0.2)
+        until(lambda: metric(live.url, "te_queue_size") == 0)  # the worker has passed over the abandoned one
         assert metric(live.url, "autotune_dropped_requests") == 1
         assert metric(live.url, "autotune_abandoned_inference_seconds") == 0
         assert httpx.get(live.url + "/health").status_code == 200
