@@ -29,7 +29,9 @@ from autotune.workload.queries import Workload
 if TYPE_CHECKING:
     from autotune.search.finalists import Finalist
 
-CAP_GRID = (10, 15, 20, 30, 40, 50, 60, 75, 100, 125, 150, 200, 250)
+# Every fifth cap (round numbers) from 10: judging a cap costs a replay, never a score, so a level whose
+# results hold at 130 is not left at 150 for want of a grid point.
+CAP_GRID = tuple(range(10, 300, 5))
 TOKEN_GRID = (256, 160, 128, 96, 64, 48, 32)
 NEUTRAL_TOP = 10  # without a recorded pool, the gate compares each query's top 10 by score
 HEAD = 10  # the results an agent reads first: their overlap is gated too

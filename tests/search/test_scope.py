@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from pathlib import Path
 
@@ -173,3 +174,13 @@ def test_the_same_results_in_another_order_fail_on_the_first_ten():
     assert result.mean == 1.0 and result.worst == 1.0
     assert result.head_mean == 0.0 and result.top1 == 0.0
     assert not result.passes(ResultGate()) and "first 10" in result.reason(ResultGate())
+
+
+def test_the_cap_is_found_in_steps_of_five_not_left_at_a_coarse_grid_point(recorded):
+    """On this recording both levels hold at 45; a grid of 50, 60, 75 would have left them at 50 (828 pairs)."""
+    replays = Replays(recorded)
+    explored = explore(recorded, replays, reference(recorded, replays), hindsights_scores, ResultGate(),
+                       fixed=Scope(), encoding=ENCODING, token_grid=())
+    [chosen] = explored.candidates
+    assert dict(chosen.scope.caps) == {"low": 45, "mid": 45} and chosen.pairs == 758
+    assert all(b - a == 5 for a, b in itertools.pairwise(CAP_GRID))
