@@ -14,7 +14,12 @@ How much a smaller pool can keep depends on how many results a recall returns: `
 recall's `max_tokens` (Hindsight's default 4096 returns about a hundred of these memories; 1024 about 30).
 
 Needs `pip install -e '.[hindsight]'` and `.ci/install-pgvector`.
+The bank (`--bank`) decides how deep the cross-encoder reaches into the fused pool: `distinct` says each
+fact once, as a user's bank does; `repeated` is the test harness's, whose near-copies make the order among
+them noise (see `distinct_bank.py`).
+
 Usage: python benchmarks/pool_tuning.py [--memories 3000] [--queries 8] [--rounds 2] [--max-tokens 4096]
+       [--bank distinct|repeated]
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import tempfile
 from pathlib import Path
 
 from _common import real_hindsight_setup, tune_recording
+from distinct_bank import distinct_memories
 
 from autotune.analysis.verify import verify_cutover
 from autotune.runtime.model import build_default_model
@@ -48,6 +54,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--max-tokens", type=int, default=4096, help="the recall's max_tokens (default: Hindsight's)")
+    parser.add_argument("--bank", choices=("repeated", "distinct"), default="distinct",
+                        help="distinct: each fact once (distinct_bank.py); repeated: the example's 45, each ~67 times")
     args = parser.parse_args()
     _, queries = real_hindsight_setup()
     queries = queries[:args.queries]
@@ -60,7 +68,8 @@ def main() -> None:
         h = RealHindsight(Path(tmp) / "hindsight")
         try:
             url = h.start(defaults)
-            h.retain(BANK, memories(args.memories))
+            bank = distinct_memories if args.bank == "distinct" else memories
+            h.retain(BANK, bank(args.memories))
             recording = work / "recording.jsonl"
             status, out, err = cli("record", "--url", url, "--bank", BANK, "--queries", str(qfile), "--budget", "mid",
                                    "--max-tokens", str(args.max_tokens), "-o", str(recording), "--model", "default")
@@ -94,7 +103,8 @@ def main() -> None:
             h.close()
     base = percentile(phases["Hindsight's defaults"], 50)
     alone = percentile(phases["engine alone (pool 300)"], 50)
-    print(f"\nlive, {args.rounds} rounds x 2 recalls per query, {args.memories} memories; rerank p95 per round, "
+    print(f"\nlive, {args.rounds} rounds x 2 recalls per query, {args.memories} {args.bank} memories; "
+          "rerank p95 per round, "
           "median over rounds:")
     print(f"  {'configuration':26}  {'rerank p95 ms':>13}  {'vs defaults':>11}  {'vs engine':>9}  "
           f"{'agreement mean':>14}  {'worst':>5}")
