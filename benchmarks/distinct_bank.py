@@ -2,18 +2,19 @@
 and office, each said once.
 
 `tests.real_hindsight.memories` repeats the example's 45 memories (each about 67 times in 3000, glued to
-another one), so a query's answer arrives in dozens of near-copies whose order only noise decides, and a
-result list keeps an arbitrary few of them. A bank a user builds says each fact once, with many memories
-sharing a query's words (the same people, the same insurance, another trip). This one is built from
-templates over those people and topics, seeded, with no two memories alike.
+another one or marked as noted again), so a query's answer arrives in dozens of near-copies whose order
+only noise decides, and a result list keeps an arbitrary few of them. A bank a user builds says each
+fact once, with many memories sharing a query's words (the same people, the same insurance, another
+trip). This one is built from templates over those people and topics, seeded, with no two memories alike.
 """
 
 from __future__ import annotations
 
 import random
-import sys
-from pathlib import Path
 from typing import Any
+
+import _common  # noqa: F401  (puts examples/ on sys.path)
+import make_queries as mq
 
 PEOPLE = ["Maya", "Lena", "Priya", "Tomas", "Omar", "Ines", "Kenji", "Sofia", "Ravi", "Anna", "Jonas", "Elif",
           "Marco", "Yuki", "Dara", "Felix", "Noor", "Hugo", "Zara", "Pavel"]
@@ -86,9 +87,6 @@ def _fill(rng: random.Random, template: str, slots: dict[str, list[str]]) -> str
 
 def distinct_memories(n: int = 3000, seed: int = 11) -> list[dict[str, Any]]:
     """`n` memories, no two alike: the example's (so each example query has its answer), then template facts."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
-    import make_queries as mq
-
     rng = random.Random(seed)
     facts = [(date or "2025-01-15", context, text) for date, context, text in mq.MEMORIES + mq.LONG_MEMORIES]
     seen = {text for _, _, text in facts}

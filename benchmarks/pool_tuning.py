@@ -11,12 +11,12 @@ Hindsight's defaults (mean, worst recall). The ratios are against the defaults a
 measured in this run; the host's ISA is printed first.
 
 How much a smaller pool can keep depends on how many results a recall returns: `--max-tokens` is the
-recall's `max_tokens` (Hindsight's default 4096 returns about a hundred of these memories; 1024 about 30).
+recall's `max_tokens` (on the distinct bank, Hindsight's default 4096 returns about two hundred memories;
+1024 about 50; 256 about a dozen). The bank (`--bank`) decides how deep the cross-encoder reaches into the
+fused pool: `distinct` says each fact once, as a user's bank does; `repeated` is the test harness's, whose
+near-copies make the order among them noise (see `distinct_bank.py`).
 
 Needs `pip install -e '.[hindsight]'` and `.ci/install-pgvector`.
-The bank (`--bank`) decides how deep the cross-encoder reaches into the fused pool: `distinct` says each
-fact once, as a user's bank does; `repeated` is the test harness's, whose near-copies make the order among
-them noise (see `distinct_bank.py`).
 
 Usage: python benchmarks/pool_tuning.py [--memories 3000] [--queries 8] [--rounds 2] [--max-tokens 4096]
        [--bank distinct|repeated]
@@ -39,6 +39,7 @@ from autotune.workload.queries import load_workload
 from tests.real_hindsight import RealHindsight, cli, memories, onnx_defaults
 
 BANK = "pool-bench"
+BANKS = {"distinct": distinct_memories, "repeated": memories}
 
 
 def tune(work: Path, recording: Path, name: str, *extra: str) -> tuple[dict[str, str], str]:
@@ -54,7 +55,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--max-tokens", type=int, default=4096, help="the recall's max_tokens (default: Hindsight's)")
-    parser.add_argument("--bank", choices=("repeated", "distinct"), default="distinct",
+    parser.add_argument("--bank", choices=BANKS, default="distinct",
                         help="distinct: each fact once (distinct_bank.py); repeated: the example's 45, each ~67 times")
     args = parser.parse_args()
     _, queries = real_hindsight_setup()
@@ -68,8 +69,7 @@ def main() -> None:
         h = RealHindsight(Path(tmp) / "hindsight")
         try:
             url = h.start(defaults)
-            bank = distinct_memories if args.bank == "distinct" else memories
-            h.retain(BANK, bank(args.memories))
+            h.retain(BANK, BANKS[args.bank](args.memories))
             recording = work / "recording.jsonl"
             status, out, err = cli("record", "--url", url, "--bank", BANK, "--queries", str(qfile), "--budget", "mid",
                                    "--max-tokens", str(args.max_tokens), "-o", str(recording), "--model", "default")
@@ -104,8 +104,7 @@ def main() -> None:
     base = percentile(phases["Hindsight's defaults"], 50)
     alone = percentile(phases["engine alone (pool 300)"], 50)
     print(f"\nlive, {args.rounds} rounds x 2 recalls per query, {args.memories} {args.bank} memories; "
-          "rerank p95 per round, "
-          "median over rounds:")
+          "rerank p95 per round, median over rounds:")
     print(f"  {'configuration':26}  {'rerank p95 ms':>13}  {'vs defaults':>11}  {'vs engine':>9}  "
           f"{'agreement mean':>14}  {'worst':>5}")
     for name in envs:
