@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import NoReturn, TextIO
 
 from autotune.errors import AutotuneError, ExitStatus, OptionsError
+from autotune.redact import redact
 
 
 class _Parser(argparse.ArgumentParser):
@@ -116,7 +117,7 @@ def _main(argv: list[str], out: TextIO, err: TextIO, debug: bool) -> int:
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
     except AutotuneError as exc:
-        print(f"autotune: error: {exc.message}", file=err)
+        print(f"autotune: error: {redact(exc.message)}", file=err)  # a URL's password never reaches a terminal
         if debug:
             traceback.print_exc(file=err)
         return int(exc.status)
@@ -130,7 +131,8 @@ def _main(argv: list[str], out: TextIO, err: TextIO, debug: bool) -> int:
             print(interrupted_message(), file=err)
             return int(ExitStatus.INTERRUPTED)
         first = str(exc).splitlines()[0] if str(exc) else ""
-        print(f"autotune: internal error: {type(exc).__name__}: {first} (rerun with --debug for details)", file=err)
+        print(f"autotune: internal error: {type(exc).__name__}: {redact(first)} (rerun with --debug for details)",
+              file=err)
         return int(ExitStatus.INTERNAL)
 
 

@@ -41,8 +41,35 @@ def through_links(path: Path) -> Path:
     return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
+def _refuse_hard_link(path: Path) -> None:
+    """A file with several names keeps them only if written in place, which is not atomic: refused instead."""
+    try:
+        links = path.stat().st_nlink if path.is_file() else 1
+    except OSError:
+        return
+    if links > 1:
+        raise OutputError(f"cannot write {path}: it is a hard link ({links} names), which replacing it atomically "
+                          "would split; give the path of a file with one name (a symbolic link is written through)")
+
+
+def _keep_owner(tmp: str, path: Path) -> None:
+    """The new file gets the old one's owner and group: a `.env` owned by `nobody`, written by root, must stay
+    readable to its owner."""
+    if not path.exists():
+        return
+    st = path.stat()
+    if (st.st_uid, st.st_gid) == (os.geteuid(), os.getegid()):
+        return
+    try:
+        os.chown(tmp, st.st_uid, st.st_gid)
+    except PermissionError as exc:
+        raise OutputError(f"cannot write {path}: it belongs to uid {st.st_uid}, gid {st.st_gid}, and a new file "
+                          "could not keep that owner; run as its owner") from exc
+
+
 def _stage(path: Path, payload: bytes) -> Path:
-    """Write `payload` to a temp file beside `path`, with the mode `path` has (or would get); return it."""
+    """Write `payload` to a temp file beside `path`, with the mode and owner `path` has (or would get)."""
+    _refuse_hard_link(path)
     directory = path.parent if str(path.parent) else Path(".")
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -54,7 +81,11 @@ def _stage(path: Path, payload: bytes) -> Path:
             fh.write(payload)
             fh.flush()
             os.fsync(fh.fileno())
+        _keep_owner(tmp, path)
         os.chmod(tmp, path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~umask())
+    except OutputError:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from exc
@@ -117,6 +148,7 @@ def check_writable(path: Path) -> None:
         raise OutputError(f"cannot write {path}: {directory} is not a directory")
     if path.exists() and not path.is_dir() and not os.access(path, os.W_OK):
         raise OutputError(f"cannot write {path}: permission denied")
+    _refuse_hard_link(path)
     if not os.access(directory, os.W_OK | os.X_OK):
         raise OutputError(f"cannot write {path}: directory {directory} is not writable")
 

@@ -21,6 +21,9 @@ def add_parser(sub: Any) -> None:
                    help="the .env whose autotune block is written; your other lines are kept")
     p.add_argument("--compose-file", type=Path, default=None,
                    help="also write the compose override `run` writes (tei; onnx with a container path)")
+    p.add_argument("--model-out", type=Path, default=None,
+                   help="where this node keeps the model directory (default: models/<profile name>, or the "
+                        "profile's own directory when it lies here)")
     p.add_argument("--force", action="store_true", help="apply even where the host differs from the profile's")
 
 
@@ -32,7 +35,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     path = args.profile if args.profile is not None else choose_profile(args.profiles_dir, host)
     if args.env_file.is_dir():
         raise OptionsError(f"--env-file {args.env_file} is a directory")
-    result = apply_profile(path, host, env_file=args.env_file, compose_file=args.compose_file, force=args.force)
+    result = apply_profile(path, host, env_file=args.env_file, compose_file=args.compose_file, force=args.force,
+                           model_out=args.model_out)
     for line in result.forced_drifts:
         print(f"warning: drift (forced): {line}", file=out)
     print(f"applied {result.profile_path}: {len(result.env.written_keys)} keys into the autotune block of "

@@ -15,7 +15,9 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser(NAME, help="does this host still match a profile?")
     p.add_argument("--profile", type=Path, required=True, help="the profile this host should match")
     p.add_argument("--env-file", type=Path, help="also compare the .env's autotune block with the profile")
-    p.add_argument("--model", type=Path, help="the model directory, when the profile's is elsewhere here")
+    p.add_argument("--model", type=Path, help="the source model directory the run tuned, when it is elsewhere here")
+    p.add_argument("--model-out", type=Path, help="the model directory Hindsight loads, when not where `apply` "
+                                                  "puts it (default: the .env's paths, else models/<profile>)")
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -25,7 +27,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     profile = load_profile(args.profile)
     drifts = check_profile(profile, default_probe().probe(), env_file=args.env_file, model_dir=args.model,
-                           emitted=True)
+                           emitted=True, model_out=args.model_out)
     if not drifts:
         print(f"ok: this host matches {args.profile}", file=out)
         return ExitStatus.OK

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from autotune.errors import OptionsError, UpstreamError
+from autotune.redact import redact
 
 API_KEY_ENV = "HINDSIGHT_API_KEY"
 
@@ -32,9 +33,9 @@ def check_url(url: str) -> str:
     try:
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, ValueError, TypeError) as exc:
-        raise OptionsError(f"--url {url!r} is not a URL ({exc})") from None
+        raise OptionsError(redact(f"--url {url!r} is not a URL ({exc})")) from None
     if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise OptionsError(f"--url {url!r} must be an http(s) URL with a host, such as http://localhost:8888")
+        raise OptionsError(redact(f"--url {url!r} must be an http(s) URL with a host, such as http://localhost:8888"))
     return url.rstrip("/")
 
 
@@ -132,7 +133,7 @@ def post_with_retry(client: Any, path: str, body: dict[str, Any], retries: int) 
         except httpx.TimeoutException:
             problem = "timed out"
         except httpx.TransportError as exc:
-            problem = f"connection to {client.base_url} failed ({type(exc).__name__})"
+            problem = f"connection to {redact(str(client.base_url))} failed ({type(exc).__name__})"
         else:
             if status == 200:
                 try:

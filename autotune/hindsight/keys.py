@@ -4,6 +4,7 @@ each budget level reranks, and how many tokens of each candidate. Parsed as Hind
 from __future__ import annotations
 
 from autotune.errors import OptionsError
+from autotune.runtime.targets.key_spec import KeySpec, integer
 
 PREFIX = "HINDSIGHT_API_RERANKER_"
 LEVELS = ("low", "mid", "high")  # a recall's budget; a missing one is mid
@@ -19,7 +20,10 @@ def level_key(level: str) -> str:
     return f"{MAX_CANDIDATES}_{level.upper()}"
 
 
-SCOPE_KEYS = (MAX_CANDIDATES, *(level_key(level) for level in LEVELS), TOKENS_PER_CANDIDATE)
+# 0 per level means "use the flat value"; a flat 0 reranks nothing and a token cut of 0 cuts to nothing
+SCOPE_SPEC: dict[str, KeySpec] = {MAX_CANDIDATES: integer(1), **{level_key(level): integer(0) for level in LEVELS},
+                                  TOKENS_PER_CANDIDATE: integer(1)}
+SCOPE_KEYS = tuple(SCOPE_SPEC)
 
 
 def _int(env: dict[str, str], key: str) -> int | None:

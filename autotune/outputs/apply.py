@@ -12,15 +12,17 @@ from pathlib import Path
 
 from autotune.errors import DriftError, OptionsError
 from autotune.fileio import StagedFiles, deferred_interrupts
-from autotune.hindsight.keys import SCOPE_KEYS
+from autotune.hindsight.keys import SCOPE_SPEC
 from autotune.host import HostInfo
-from autotune.outputs.compose import render_for_profile
+from autotune.outputs.compose import check_container_path, render_for_profile
 from autotune.outputs.drift import check_profile
 from autotune.outputs.envfile import MergeResult, merge_env, read_text_exact
+from autotune.outputs.model_files import local_model_dir
 from autotune.outputs.ownership import check_compose_out, refuse_collisions
 from autotune.outputs.profile import load_profile, profile_target
 from autotune.outputs.rebuild import restore_model
 from autotune.runtime.targets import get_target
+from autotune.runtime.targets.key_spec import check_keys
 
 
 @dataclass
@@ -50,8 +52,11 @@ def choose_profile(profiles_dir: Path, host: HostInfo) -> Path:
 
 
 def apply_profile(path: Path, host: HostInfo, *, env_file: Path, compose_file: Path | None,
-                  force: bool = False) -> ApplyResult:
-    """Write the profile's `.env` block (and the compose override `run` would write) when the host matches."""
+                  force: bool = False, model_out: Path | None = None) -> ApplyResult:
+    """Write the profile's `.env` block (and the compose override `run` would write) when the host matches.
+
+    The model directory is this node's (`model_out`, else as `local_model_dir` places it), verified file by
+    file or rebuilt, and the `.env` names that one: the profile's own paths are the tuning host's."""
     profile = load_profile(path)
     drifts = check_profile(profile, host)
     if drifts and not force:
@@ -61,17 +66,22 @@ def apply_profile(path: Path, host: HostInfo, *, env_file: Path, compose_file: P
         raise OptionsError(f"profile {path} has no `env` keys (written before autotune 0.3): rerun autotune run")
     keys = {str(k): str(v) for k, v in keys.items()}
     target = get_target(profile_target(profile))
-    foreign = sorted(k for k in keys if k not in target.env_names and k not in SCOPE_KEYS)
-    if foreign:  # a profile is input: it may set exactly the keys its target writes, nothing else
-        raise OptionsError(f"profile {path} carries keys its `{target.name}` target never writes: "
-                           f"{', '.join(repr(k) for k in foreign[:3])}{' ...' if len(foreign) > 3 else ''}")
-    refuse_collisions({"--profile": path}, {"--env-file": env_file, "--compose-file": compose_file})
+    # a profile is input: it may set exactly the keys its target writes, each of the type its reader takes
+    check_keys(keys, {**target.env_spec, **SCOPE_SPEC}, source=f"profile {path}")
+    container = (profile.get("model") or {}).get("path_in_container")
+    if container is not None:
+        check_container_path(str(container), source=f"profile {path}: model.path_in_container")
+    model_dir = local_model_dir(profile, model_out) if target.emits_model else None
+    if model_dir is not None and container is None:  # Hindsight on this host reads this node's directory
+        keys.update(target.container_keys(str(model_dir.resolve())))
+    refuse_collisions({"--profile": path}, {"--env-file": env_file, "--compose-file": compose_file,
+                                            "--model-out": model_dir}, model_out=model_dir)
     merge = merge_env(read_text_exact(env_file), keys)
     compose_text = (None if compose_file is None else
-                    render_for_profile(profile, path, env_file=env_file, out=compose_file))
+                    render_for_profile(profile, path, env_file=env_file, out=compose_file, model_dir=model_dir))
     if compose_text is not None:
         check_compose_out(compose_file)  # type: ignore[arg-type]
-    staged, notes = restore_model(profile, host, target)  # the model directory, when this node lacks it
+    staged, notes = (None, []) if model_dir is None else restore_model(profile, host, target, model_dir)
     try:
         with deferred_interrupts(), StagedFiles() as files:
             files.add(env_file, merge.text.encode("utf-8", "surrogateescape"))

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autotune.errors import OptionsError
 from autotune.fileio import StagedFiles, check_writable, deferred_interrupts
-from autotune.outputs.envfile import MergeResult, check_value, merge_env, parse_env, read_text_exact
+from autotune.outputs.compose import check_container_path
+from autotune.outputs.envfile import MergeResult, check_value, merge_env, read_text_exact, user_values
 from autotune.outputs.model_dir import StagedModel, TokenizerCheck, check_tokenizer, stage_model_dir
 from autotune.outputs.ownership import check_compose_out, check_model_out, check_profile_out, refuse_collisions
 from autotune.outputs.profile import (
@@ -75,11 +75,9 @@ class Written:
 def check_outputs(paths: OutputPaths, target: Target, name: str, *, inputs: dict[str, Path | None]) -> None:
     """Every output must be writable, autotune's own or new, and no input of this run, and the `.env` block
     intact, before anything is measured."""
-    if paths.model_path_in_container is not None and not paths.model_path_in_container.startswith("/"):
-        raise OptionsError(f"--model-path-in-container must be an absolute path, got {paths.model_path_in_container!r}")
-    check_value("--tei-url", paths.tei_url)  # both end up in .env values: one line each, checked now
     if paths.model_path_in_container is not None:
-        check_value("--model-path-in-container", paths.model_path_in_container)
+        check_container_path(paths.model_path_in_container)
+    check_value("--tei-url", paths.tei_url)  # an .env value: one line, no credential, checked now
     profile = profile_path(paths.profile_dir, name)
     compose = paths.compose(target)
     model_out = paths.model_dir(name) if target.emits_model else None
@@ -99,7 +97,7 @@ def check_outputs(paths: OutputPaths, target: Target, name: str, *, inputs: dict
 
 def write_outputs(paths: OutputPaths, *, target: Target, result: SearchResult, host: HostInfo, bundle: ModelBundle,
                   pool: ScoringPool, workload: Workload, space: SearchSpace, settings: SearchSettings,
-                  conditions: dict[str, Any], int8_sample: dict[str, list[float]] | None,
+                  conditions: dict[str, Any], int8_sample: dict[str, Any] | None,
                   recording: SelfCheck | None, model_ref: str, max_tokens: int) -> Written:
     """Stage the model directory (checked token for token), then commit it with the files."""
     name = paths.profile_name(host)  # --name was checked up front
@@ -148,7 +146,7 @@ def served_max_length(memory: dict[str, Any] | None) -> int | None:
 
 def _commit(paths: OutputPaths, *, target: Target, result: SearchResult, host: HostInfo, bundle: ModelBundle,
             workload: Workload, space: SearchSpace, settings: SearchSettings, conditions: dict[str, Any],
-            int8_sample: dict[str, list[float]] | None, recording: SelfCheck | None, name: str, model_ref: str,
+            int8_sample: dict[str, Any] | None, recording: SelfCheck | None, name: str, model_ref: str,
             max_tokens: int, staged: StagedModel | None, check: TokenizerCheck | None,
             model_dir: Path | None) -> Written:
     """Build the keys and the profile, stage every file, then put the model directory and the files in place."""
@@ -159,7 +157,7 @@ def _commit(paths: OutputPaths, *, target: Target, result: SearchResult, host: H
     env_model_dir = paths.model_path_in_container or (str(model_dir.resolve()) if model_dir is not None else None)
     env_text = read_text_exact(paths.env_file)
     ctx = EnvContext(model_ref=model_ref, model_dir=env_model_dir, tei_url=paths.tei_url,
-                     tei_batch_size=tei_batch_size(parse_env(env_text), workload.max_candidates),
+                     tei_batch_size=tei_batch_size(user_values(env_text), workload.max_candidates),
                      max_tokens=max_tokens, usable_cores=host.cores.usable,
                      client_keys=(result.load or {}).get("client_keys", {}),
                      served_max_length=served_max_length(result.memory))
@@ -173,6 +171,7 @@ def _commit(paths: OutputPaths, *, target: Target, result: SearchResult, host: H
                             model_path_in_container=paths.model_path_in_container,
                             tokenizer_check=None if check is None else check.to_dict(),
                             emitted_sha256=None if staged is None else staged.sha256,
+                            model_files=None if staged is None else staged.files,
                             recording_check=None if recording is None else recording.to_dict())
     merge = merge_env(env_text, keys)
     path = profile_path(paths.profile_dir, name)

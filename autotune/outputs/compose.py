@@ -13,11 +13,13 @@ absolute, and a relative one is written relative to the override's own directory
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from autotune.errors import OptionsError
 from autotune.fileio import write_atomic
 from autotune.outputs.ownership import check_compose_out
 
@@ -107,11 +109,22 @@ def render_compose(*, profile_dir: Path, env_file: Path, hindsight_service: str 
 
 
 DEFAULT_CONTAINER_DIR = "/models/reranker"
+_CONTAINER_PATH = re.compile(r"/[A-Za-z0-9_.+@-]+(?:/[A-Za-z0-9_.+@-]+)*/?\Z")
+
+
+def check_container_path(value: str, *, source: str = "--model-path-in-container") -> str:
+    """A directory inside the container a volume can mount read-only: absolute, not `/`, no `:` (`/m:rw` would
+    turn the mount writable), no `..`, and nothing a shell or YAML would read otherwise."""
+    parts = value.strip("/").split("/")
+    if not _CONTAINER_PATH.match(value) or any(p in (".", "..") for p in parts):
+        raise OptionsError(f"{source} must be an absolute directory below / (letters, digits, . _ + @ -), "
+                           f"such as {DEFAULT_CONTAINER_DIR}; got {value!r}")
+    return value
 
 
 def render_for_profile(profile: dict[str, Any], profile_file: Path, *, env_file: Path, out: Path,
                        hindsight_service: str = "hindsight", model_path_in_container: str | None = None,
-                       fallback_container: str | None = None) -> str | None:
+                       fallback_container: str | None = None, model_dir: Path | None = None) -> str | None:
     """The override the profile's target needs: the sidecar service, or for an in-process target a read-only
     mount of the model directory it emitted, with its model-path keys at the container path. None for an
     in-process profile when no container path is given or recorded (nothing to mount it at)."""
@@ -127,10 +140,12 @@ def render_for_profile(profile: dict[str, Any], profile_file: Path, *, env_file:
                               base=base)
     model = profile.get("model") or {}
     container = model_path_in_container or model.get("path_in_container") or fallback_container
-    if not container or not model.get("dir"):
+    directory = model_dir or (Path(str(model["dir"])) if model.get("dir") else None)
+    if not container or directory is None:
         return None
+    check_container_path(str(container), source="the model's path in the container")
     return render_compose(profile_dir=Path(profile_file).parent, env_file=env_file, sidecar=False,
-                          hindsight_service=hindsight_service, model_dir=Path(str(model["dir"])),
+                          hindsight_service=hindsight_service, model_dir=directory,
                           model_path_in_container=container, base=base, environment=target.container_keys(container))
 
 
@@ -142,8 +157,6 @@ def write_for_profile(profile: dict[str, Any], profile_file: Path, *, env_file: 
                               model_path_in_container=model_path_in_container,
                               fallback_container=DEFAULT_CONTAINER_DIR)
     if text is None:
-        from autotune.errors import OptionsError
-
         raise OptionsError(f"{profile_file} records no model directory to mount: rerun autotune run for it")
     write_atomic(out, text)
     return out

@@ -13,10 +13,10 @@ ADVICE = "rerun autotune run"
 
 
 def check_profile(profile: dict[str, Any], host: HostInfo, *, env_file: Path | None = None,
-                  model_dir: Path | None = None, emitted: bool = False) -> list[str]:
-    """One line per difference, each with advice. Empty means the profile applies here. With `emitted`,
-    the model directory the profile's `.env` hands Hindsight must be here, byte for byte (`check`; `apply`
-    only notes a missing one, since it is what a node without it comes to fix)."""
+                  model_dir: Path | None = None, emitted: bool = False, model_out: Path | None = None) -> list[str]:
+    """One line per difference, each with advice. Empty means the profile applies here. With `emitted`, every
+    file Hindsight loads must be here, byte for byte: those the `.env` names, else the profile's directory as
+    `apply` places it (`check`; `apply` itself verifies or rebuilds the directory, which is what it is for)."""
     drifts: list[str] = []
     recorded = _mapping(profile.get("host"))
     config = profile_config(profile)
@@ -48,26 +48,32 @@ def check_profile(profile: dict[str, Any], host: HostInfo, *, env_file: Path | N
     if env_file is not None:
         drifts += _env_drift(profile, config, env_file)
     if emitted:
-        drifts += emitted_drift(model)
+        drifts += emitted_drift(profile, env_file=env_file, model_out=model_out)
     return drifts
 
 
-def emitted_drift(model: dict[str, Any]) -> list[str]:
-    """The model.onnx Hindsight loads, against the sha256 the run recorded for it."""
-    from autotune.fileio import sha256_file
+def emitted_drift(profile: dict[str, Any], *, env_file: Path | None = None, model_out: Path | None = None
+                  ) -> list[str]:
+    """Every file Hindsight loads against the sha256 the run recorded for it. With an `.env`, the files its keys
+    name (a key the user set outside the block wins, as in Hindsight); with a container path, the host's
+    directory that is mounted there."""
+    from autotune.outputs.envfile import effective_values
+    from autotune.outputs.model_files import expected_files, files_drift, local_model_dir
+    from autotune.runtime.targets import get_target
 
-    directory, expected = model.get("dir"), model.get("emitted_sha256")
-    if not directory or not expected:
+    target = get_target(profile_target(profile))
+    model = _mapping(profile.get("model"))
+    expected = expected_files(model)
+    if not target.emits_model or not expected:
         return []  # a sidecar profile, or one written before autotune recorded it
-    path = Path(str(directory)) / "model.onnx"
-    if not path.is_file():
-        return [f"the model Hindsight loads, {path}, is not here: copy the model directory the run wrote, "
-                f"or {ADVICE}"]
-    actual = sha256_file(path)
-    if actual != expected:
-        return [f"the model Hindsight loads, {path}, has sha256 {actual[:12]}, the profile's is {str(expected)[:12]}: "
-                f"it changed after the run; {ADVICE}"]
-    return []
+    model_file, directory = None, local_model_dir(profile, model_out, reading=True)
+    if env_file is not None and env_file.exists() and not model.get("path_in_container") and model_out is None:
+        located = target.loaded_from(effective_values(env_file))
+        if located is None:
+            return [f"{env_file} names no model for Hindsight's `{target.provider}` provider to load: {ADVICE}"]
+        model_file, directory = located
+    return [f"the model Hindsight loads: {line}: copy the model directory the run wrote, run `autotune apply`, "
+            f"or {ADVICE}" for line in files_drift(expected, directory=directory, model_file=model_file)]
 
 
 def _stock_default(profile: dict[str, Any]) -> bool:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from autotune.errors import OptionsError, OutputError
 from autotune.fileio import write_atomic
+from autotune.redact import has_userinfo
 
 BEGIN = "# >>> autotune managed block: `autotune run` rewrites it; edit outside it >>>"
 END = "# <<< autotune managed block <<<"
@@ -65,12 +66,25 @@ def check_value(name: str, value: str) -> None:
         raise OptionsError(f"refusing to write {name} with an empty value: Hindsight's int() would crash on it")
     if any(c in value for c in "\n\r\0") or BEGIN in value or END in value:
         raise OptionsError(f"refusing to write {name}: its value holds a line break, a NUL or autotune's marker")
+    if "'" in value:
+        raise OptionsError(f"refusing to write {name}: its value holds a single quote, which no quoting keeps "
+                           "literal for both a shell and Hindsight's .env reader")
+    if has_userinfo(value):
+        raise OptionsError(f"refusing to write {name}: its URL carries a user name or password, which would end "
+                           "up in the committed profile; the reranker takes none")
 
 
 def format_value(value: str) -> str:
+    """Bare where every character is plain; else in single quotes, inside which neither a shell sourcing the
+    `.env` (`set -a; . ./.env`) nor python-dotenv nor compose expands `$(...)`, backticks or `$VAR`.
+    A value with a single quote has no such form, and `check_value` refuses it."""
     if not value:
         raise ValueError("autotune never writes an empty value: Hindsight's int() would crash on it")
-    return value if _SAFE_VALUE.match(value) else '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if _SAFE_VALUE.match(value):
+        return value
+    if "'" in value:
+        raise ValueError("a value with a single quote cannot be written literally")
+    return f"'{value}'"
 
 
 def _block_span(lines: list[str]) -> tuple[int, int] | None:
@@ -126,17 +140,26 @@ def write_env(path: Path, keys: Mapping[str, str]) -> MergeResult:
     return result
 
 
-def managed_values(path: Path) -> dict[str, str]:
-    """The keys inside autotune's block (for `autotune check` and `serve --env-file`)."""
-    text = read_text_exact(path)
+def _values(text: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The keys inside autotune's block, and those the user set outside it."""
     lines = split_lines(text)
     span = _block_span(lines)
-    return {} if span is None else parse_env("".join(lines[span[0] + 1:span[1]]))
+    if span is None:
+        return {}, parse_env(text)
+    return parse_env("".join(lines[span[0] + 1:span[1]])), parse_env("".join(lines[:span[0]] + lines[span[1] + 1:]))
+
+
+def managed_values(path: Path) -> dict[str, str]:
+    """The keys inside autotune's block (for `autotune check` and `serve --env-file`)."""
+    return _values(read_text_exact(path))[0]
 
 
 def user_values(text: str) -> dict[str, str]:
     """The keys the user set outside autotune's block: they win over anything autotune would write."""
-    lines = split_lines(text)
-    span = _block_span(lines)
-    outside = lines if span is None else lines[:span[0]] + lines[span[1] + 1:]
-    return parse_env("".join(outside))
+    return _values(text)[1]
+
+
+def effective_values(path: Path) -> dict[str, str]:
+    """The keys as Hindsight sees them: autotune's block, with any key the user set outside it winning."""
+    block, user = _values(read_text_exact(path))
+    return {**block, **user}

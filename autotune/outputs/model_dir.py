@@ -14,11 +14,12 @@ import os
 import shutil
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from autotune.errors import ModelError, OutputError
 from autotune.fileio import record_commit, sha256_file, umask
+from autotune.outputs.model_files import file_hashes
 from autotune.outputs.ownership import (
     MODEL_MARKER,
     OLD,
@@ -42,7 +43,8 @@ class StagedModel:
 
     staging: Path
     destination: Path
-    sha256: str = ""  # of the staged model.onnx: what the profile records and `check` compares
+    sha256: str = ""  # of the staged model.onnx
+    files: dict[str, str] = field(default_factory=dict)  # every staged file's sha256: what `check` compares
 
     def commit(self) -> Path:
         """Swap the staged directory in; the old one, if any, is removed only once the new one is there.
@@ -101,6 +103,7 @@ def stage_model_dir(destination: Path, *, onnx_file: Path, source_dir: Path, inp
                 if (torch_dir / name).is_file():
                     shutil.copyfile(torch_dir / name, staging / name)
         staged.sha256 = sha256_file(staging / "model.onnx")
+        staged.files = file_hashes(staging)
         (staging / MODEL_MARKER).write_text(marker_text(owner, staged.sha256))
         _make_readable(staging)
     except OSError as exc:

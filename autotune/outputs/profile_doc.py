@@ -18,10 +18,11 @@ if TYPE_CHECKING:
 
 def build_profile(*, name: str, target: Target, result: SearchResult, host: HostInfo, bundle: ModelBundle,
                   model_ref: str, workload: Workload, space: SearchSpace, settings: SearchSettings,
-                  conditions: dict[str, Any], int8_sample: dict[str, list[float]] | None, max_tokens: int,
+                  conditions: dict[str, Any], int8_sample: dict[str, Any] | None, max_tokens: int,
                   env_keys: dict[str, str], model_dir: str | None, model_path_in_container: str | None,
                   tokenizer_check: dict[str, Any] | None, emitted_sha256: str | None = None,
-                  recording_check: dict[str, Any] | None = None) -> dict[str, Any]:
+                  recording_check: dict[str, Any] | None = None,
+                  model_files: dict[str, str] | None = None) -> dict[str, Any]:
     winner = result.winner
     return {
         "schema": SCHEMA,
@@ -31,7 +32,10 @@ def build_profile(*, name: str, target: Target, result: SearchResult, host: Host
         "host": host.to_dict(),
         "model": {"name": bundle.name, "ref": model_ref, "sha256": bundle.sha256,
                   "max_length": bundle.max_length, "max_tokens": max_tokens, **bundle.scoring_fields(),
-                  "dir": model_dir, "emitted_sha256": emitted_sha256, "path_in_container": model_path_in_container,
+                  "dir": model_dir, "emitted_sha256": emitted_sha256, "files": model_files,
+                  "path_in_container": model_path_in_container,
+                  # which int8 graph the emitted model is, so that `apply` rebuilds the same one
+                  "int8_variant": (int8_sample or {}).get("variant") if winner.config.precision == "int8" else None,
                   "tokenizer_check": tokenizer_check},
         "workload": {**workload.summary(), "self_check": recording_check, "candidate_cap": result.candidate_cap},
         "config": winner.config.to_dict(),

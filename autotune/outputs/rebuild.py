@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from autotune.errors import OptionsError
 from autotune.outputs.model_dir import StagedModel, stage_model_dir
+from autotune.outputs.model_files import expected_files, files_drift
 from autotune.outputs.ownership import check_model_out
 
 if TYPE_CHECKING:
@@ -21,27 +22,37 @@ if TYPE_CHECKING:
     from autotune.runtime.targets import Target
 
 
-def restore_model(profile: dict[str, Any], host: HostInfo, target: Target) -> tuple[StagedModel | None, list[str]]:
-    """The rebuilt directory, staged and verified, when the profile's is missing here; else notes."""
-    model = profile.get("model") or {}
-    directory, expected = model.get("dir"), model.get("emitted_sha256")
-    if not target.emits_model or not directory:
+def restore_model(profile: dict[str, Any], host: HostInfo, target: Target, destination: Path
+                  ) -> tuple[StagedModel | None, list[str]]:
+    """The profile's model directory at `destination`: kept when every file Hindsight loads is what the run
+    wrote; rebuilt, staged and verified when it is missing, or when it is autotune's own and damaged."""
+    if not target.emits_model:
         return None, []
-    destination = Path(str(directory))
-    if destination.is_dir():
-        return None, []  # `autotune check` compares it with the profile, byte for byte
-    ship = f"copy {destination}/ from the host that ran `autotune run` (or rerun it here)"
-    if not expected:
-        return None, [f"the model directory {destination} is not on this host and the profile (written before "
-                      f"autotune recorded its sha256) cannot verify a rebuild: {ship}"]
+    model = profile.get("model") or {}
+    expected = expected_files(model)
+    ship = f"copy the model directory from the host that ran `autotune run` to {destination}/ (or rerun it here)"
+    damage: list[str] = []
+    if destination.is_symlink() or destination.exists():
+        check_model_out(destination)  # a directory autotune did not write is never replaced
+        if not expected:
+            return None, [f"{destination}/ is kept as it is: the profile (written before autotune recorded its "
+                          "files) cannot verify it"]
+        damage = files_drift(expected, directory=destination)
+        if not damage:
+            return None, [f"{destination}/: every file Hindsight loads matches the run's sha256"]
+    elif not expected:
+        raise OptionsError(f"the model directory {destination} is not on this host and the profile (written before "
+                           f"autotune recorded its sha256) cannot verify a rebuild: {ship}")
     check_model_out(destination)
     staged = _rebuild(profile, host, target, destination, ship)
-    if staged.sha256 != expected:
+    wrong = files_drift(expected, directory=staged.staging)
+    if wrong:
         staged.discard()
-        raise OptionsError(f"the model rebuilt from the profile's recipe has sha256 {staged.sha256[:12]}, the "
-                           f"profile's is {str(expected)[:12]} (another onnx or onnxruntime builds other "
-                           f"bytes): {ship}")
-    return staged, [f"rebuilt {destination}/ from the profile's recipe; model.onnx's sha256 matches the run's"]
+        raise OptionsError(f"the model rebuilt from the profile's recipe differs from the run's ("
+                           f"{wrong[0].replace(str(staged.staging), str(destination))}; another onnx or onnxruntime "
+                           f"builds other bytes): {ship}")
+    what = f"was damaged ({damage[0]}; {len(damage)} file(s) in all)" if damage else "was not on this host"
+    return staged, [f"{destination}/ {what}: rebuilt from the profile's recipe; every file matches the run's sha256"]
 
 
 def _rebuild(profile: dict[str, Any], host: HostInfo, target: Target, destination: Path, ship: str) -> StagedModel:
@@ -57,6 +68,7 @@ def _rebuild(profile: dict[str, Any], host: HostInfo, target: Target, destinatio
                            f"{str(model['sha256'])[:12]}: {ship}")
     pool = target.pool(bundle, has_vnni=host.has_vnni, usable_cores=host.cores.usable,
                        max_tokens=profile_max_tokens(profile))
+    pool.use_int8(str(model.get("int8_variant") or "per-tensor"))  # profiles before variants ran per-tensor
     max_tokens = int(model.get("max_tokens") or bundle.max_length)
     return stage_model_dir(destination, onnx_file=pool.model_path(profile_config(profile)) or bundle.onnx_path,
                            source_dir=bundle.directory, input_names=inspect_graph(bundle.onnx_path)[0],

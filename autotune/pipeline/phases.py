@@ -20,7 +20,7 @@ from autotune.errors import OptionsError, WorkloadError
 from autotune.hindsight.versions import parse_version
 from autotune.host import HostInfo, HostProbe, default_probe, run_conditions
 from autotune.outputs.commit import check_outputs, write_outputs
-from autotune.outputs.envfile import parse_env, read_text_exact, user_values
+from autotune.outputs.envfile import read_text_exact, user_values
 from autotune.outputs.profile import check_name, load_profile, profile_config, profile_path
 from autotune.pipeline.options import RunOptions, RunOutcome
 from autotune.pipeline.scoping import Picked, scope_phase
@@ -37,7 +37,7 @@ from autotune.search.memory_guard import measuring
 from autotune.search.noise import NoiseSample, trustworthiness, wait_quiet
 from autotune.search.objective import Objective
 from autotune.search.parity import compare, reference_scores
-from autotune.search.prechecks import Dropped, prechecked
+from autotune.search.prechecks import Dropped, Int8Verdict, prechecked
 from autotune.search.refine import Refiner, RefineResult, neighbours_summary
 from autotune.search.selfcheck import SelfCheck, logits_from_scores, self_check
 from autotune.search.served_memory import BurstPlan, measure_served
@@ -77,6 +77,7 @@ class RunContext:
     recording: SelfCheck | None = None
     dropped: list[Dropped] = field(default_factory=list)
     int8_considered: bool = False
+    int8: Int8Verdict | None = None  # each int8 variant's results against fp32, and the one the search runs
     budget_mb: float = 0.0
     objective: Objective | None = None
     committed: dict[str, Any] | None = None  # the profile an earlier run wrote at this path (not with --fresh)
@@ -101,13 +102,12 @@ def prepare(opts: RunOptions, *, probe: HostProbe | None = None,
     workload = load_workload(opts.workload)
     source_sha256 = workload.sha256
     env_text = read_text_exact(opts.env_file)
-    user_env = user_values(env_text)
-    env = parse_env(env_text)
-    cap = cap_from_env(env)
+    user_env = user_values(env_text)  # never autotune's own block: caps a previous run wrote are not the user's
+    cap = cap_from_env(user_env)
     if cap is not None:  # Hindsight cuts documents before the reranker: so does the replay
         workload = apply_cap(workload, cap)
     target = get_target(opts.target)
-    oversized = oversized_pools(workload, env)
+    oversized = oversized_pools(workload, user_env)
     if oversized:
         stage(oversized)
     traffic = Load(_concurrency(opts, target, user_env))
@@ -184,10 +184,12 @@ def load(ctx: RunContext) -> None:
 
 def precheck(ctx: RunContext) -> None:
     """int8's parity and the fused graph, once each, so the search never tries what cannot pass; the objective."""
-    ctx.stage("checking int8 parity and the fused graph once, before the search")
+    ctx.stage("judging int8 by the results it keeps, and the fused graph, once before the search")
     ctx.int8_considered = "int8" in ctx.space.precisions
-    ctx.space, ctx.dropped = prechecked(ctx.space, ctx.pool, ctx.workload, ctx.reference,
-                                        ctx.settings.int8_tolerance)
+    ctx.space, ctx.dropped, ctx.int8 = prechecked(ctx.space, ctx.pool, ctx.workload, ctx.reference,
+                                                  ctx.settings.int8_tolerance)
+    for line in ctx.int8.lines() if ctx.int8 is not None else ():
+        ctx.stage(line)
     for d in ctx.dropped:
         ctx.stage(d.line())
     ctx.budget_mb = ctx.settings.max_memory_mb or default_budget_mb()
@@ -204,7 +206,7 @@ def search(ctx: RunContext, store: Any, progress: ProgressFn | None = None) -> S
     assert ctx.objective is not None and ctx.bundle is not None
     opts, settings, target = ctx.opts, ctx.settings, ctx.target
     study_name = (f"autotune-{target.name}-{ctx.host.fingerprint}-{ctx.bundle.sha256[:12]}-"
-                  f"{ctx.workload.sha256[:12]}-{ctx.space.digest()}")
+                  f"{ctx.workload.sha256[:12]}-{timed_digest(ctx)}")
     if ctx.cap is not None:
         ctx.stage(f"documents cut to {ctx.cap.max_tokens} {ctx.cap.encoding} tokens first, as the .env's "
                   "MAX_TOKENS_PER_CANDIDATE makes Hindsight do")
@@ -315,7 +317,8 @@ def judge(ctx: RunContext, searched: Searched, refined: RefineResult | None, fin
         served_load = _served_load(pool, winner, passing or finalists[:1], workload, ctx.user_env, ctx.traffic,
                                    ctx.stage)
     noise = monitor.warnings + noise
-    int8_sample = _int8_sample(pool, winner.config, workload, ctx.reference) if ctx.int8_considered else None
+    int8_sample = (_int8_sample(pool, winner.config, workload, ctx.reference, ctx.int8) if ctx.int8_considered
+                   else None)
     memory = served_memory(pool, winner.config, workload, ctx.objective, ctx.budget_mb, searched.study,
                            ctx.host.has_vnni, server_module=ctx.target.server_module)
     conditions = {**run_conditions(), **monitor.to_dict(),
@@ -333,7 +336,7 @@ def judge(ctx: RunContext, searched: Searched, refined: RefineResult | None, fin
 
 
 def commit(ctx: RunContext, result: SearchResult, conditions: dict[str, Any],
-           int8_sample: dict[str, list[float]] | None) -> RunOutcome:
+           int8_sample: dict[str, Any] | None) -> RunOutcome:
     """Stage, check and put every output in place together (`outputs.commit`)."""
     assert ctx.bundle is not None
     opts, target, bundle = ctx.opts, ctx.target, ctx.bundle
@@ -447,6 +450,17 @@ def served_memory(pool: ScoringPool, config: EngineConfig, workload: Workload, o
                     "memory limit from it"}
 
 
+def timed_digest(ctx: RunContext) -> str:
+    """The space and every flag that changes what a trial times (the pair cut, the recalls at once, the
+    documents' token cut): a study resumed under other conditions would race figures of another workload."""
+    import hashlib
+
+    assert ctx.bundle is not None and ctx.traits is not None
+    timed = [ctx.space.digest(), _max_tokens(ctx.bundle, ctx.traits), ctx.traffic.concurrency,
+             None if ctx.cap is None else [ctx.cap.max_tokens, ctx.cap.encoding]]
+    return hashlib.sha256(repr(timed).encode()).hexdigest()[:8]
+
+
 def _max_tokens(bundle: ModelBundle, traits: EngineTraits) -> int:
     return min(traits.max_tokens or bundle.max_length, bundle.max_length)
 
@@ -463,10 +477,12 @@ def _scores(pool: ScoringPool, config: EngineConfig, workload: Workload) -> list
 
 
 def _int8_sample(pool: ScoringPool, config: EngineConfig, workload: Workload, reference: list[Any],
-                 limit: int = 600) -> dict[str, list[float]]:
-    """Reference fp32 scores beside int8 scores (the winner's other knobs) for the report's scatter."""
+                 verdict: Int8Verdict | None, limit: int = 600) -> dict[str, Any]:
+    """Reference fp32 scores beside int8 scores (the winner's other knobs) for the report's scatter, and how each
+    int8 variant was judged (`variant`: the one the search ran, None where none passed)."""
     int8 = _scores(pool, replace(config, precision="int8"), workload)
     fp32 = np.concatenate(reference)
     quant = np.concatenate(int8)
     step = max(1, len(fp32) // limit)
-    return {"fp32": [round(float(x), 6) for x in fp32[::step]], "int8": [round(float(x), 6) for x in quant[::step]]}
+    return {"fp32": [round(float(x), 6) for x in fp32[::step]], "int8": [round(float(x), 6) for x in quant[::step]],
+            **({} if verdict is None else {"variant": verdict.chosen, "variants": verdict.to_dict()["variants"]})}

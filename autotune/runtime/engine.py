@@ -279,6 +279,7 @@ class ScoringPool(Protocol):
     bundle: ModelBundle  # the model it scores (and the parity reference's)
     traits: EngineTraits
     checkpoint: Path | None  # the PyTorch weights it runs, where it runs PyTorch
+    int8_variant: str  # which int8 graph `precision="int8"` runs, where it runs one
 
     def engine(self, config: EngineConfig) -> Scoring: ...
 

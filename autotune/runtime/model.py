@@ -201,17 +201,24 @@ def int8_format(has_vnni: bool) -> str:
     return "u8s8" if has_vnni else "u8u8"
 
 
-def int8_model_path(bundle: ModelBundle, has_vnni: bool, source: Path | None = None, graph: str = "plain") -> Path:
-    """Quantize (once, cached by fp32 sha256, graph, ORT version and format) and return the path.
+INT8_VARIANTS = ("per-channel", "per-tensor")  # tried in this order: per-channel keeps more of the results
+
+
+def int8_model_path(bundle: ModelBundle, has_vnni: bool, source: Path | None = None, graph: str = "plain",
+                    variant: str = "per-tensor") -> Path:
+    """Quantize (once, cached by fp32 sha256, graph, ORT version, format and variant) and return the path.
 
     `source` is the fp32 graph to quantize (the fused variant's file for `graph="fused"`); its
-    MatMuls are quantized, a fused Attention kernel stays fp32.
+    MatMuls are quantized, a fused Attention kernel stays fp32. `variant` is one scale per weight
+    tensor, or one per output channel (finer, so closer to fp32, at the same int8 GEMM cost).
     """
+    if variant not in INT8_VARIANTS:
+        raise ModelError(f"unknown int8 variant {variant!r}; choose from {', '.join(INT8_VARIANTS)}")
     import onnxruntime
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     fmt = int8_format(has_vnni)
-    tag = "" if graph == "plain" else f"-{graph}"
+    tag = ("" if graph == "plain" else f"-{graph}") + ("" if variant == "per-tensor" else f"-{variant}")
     target = (cache_dir() / "int8" / f"{bundle.sha256[:16]}{tag}-ort{onnxruntime.__version__}-{fmt}"
               / "model.onnx")
 
@@ -224,7 +231,7 @@ def int8_model_path(bundle: ModelBundle, has_vnni: bool, source: Path | None = N
                     tmp,
                     op_types_to_quantize=["MatMul"],  # embeddings and LayerNorm stay fp32
                     weight_type=QuantType.QInt8 if fmt == "u8s8" else QuantType.QUInt8,
-                    per_channel=False,
+                    per_channel=variant == "per-channel",
                     # a fused Attention's output has no inferred type: it is fp32, as every activation here
                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
                 )

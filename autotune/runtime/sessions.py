@@ -32,6 +32,15 @@ class EnginePool:
         self._backends: dict[SessionKey, Backend] = {}
         self._max_sessions = max_sessions
         self.checkpoint: Path | None = None  # ONNX Runtime needs no PyTorch weights
+        self.int8_variant = "per-tensor"  # which int8 graph `precision="int8"` runs (`use_int8` changes it)
+
+    def use_int8(self, variant: str) -> None:
+        """Run `variant` for every int8 configuration from now on; int8 sessions of another are dropped."""
+        if variant != self.int8_variant:
+            self.int8_variant = variant
+            for key in [k for k in self._backends if k[0] == "int8"]:
+                del self._backends[key]
+            gc.collect()
 
     def pair_lengths(self, queries: Sequence[Pairs]) -> list[list[int]]:
         """Each pair's token count after truncation, for the memory estimate."""
@@ -46,7 +55,8 @@ class EnginePool:
             source = fused_model_path(self.bundle)
         if config.precision == "fp32":
             return source
-        return int8_model_path(self.bundle, self.has_vnni, source=source, graph=config.graph)
+        return int8_model_path(self.bundle, self.has_vnni, source=source, graph=config.graph,
+                               variant=self.int8_variant)
 
     def effective(self, config: EngineConfig) -> EngineConfig:
         """The configuration as it runs: 0 threads resolved, spinning as the target fixes it.

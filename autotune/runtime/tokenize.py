@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Encoding, Tokenizer
 
-from autotune.errors import ModelError
+from autotune.errors import ModelError, OptionsError
 
 DIRECTIONS = ("right", "left")
 CLIP_CHARS_PER_TOKEN = 8  # the first prefix tried holds this many characters per token of the model's length
@@ -36,6 +36,11 @@ class PairTokenizer:
             raise ModelError(f"cannot load {path}: {str(exc).splitlines()[0] if str(exc) else exc}") from exc
         padding = self._tok.padding
         self._tok.no_padding()
+        shortest = self._tok.num_special_tokens_to_add(True) + 2
+        if truncate and max_length < shortest:  # below it `tokenizers` silently cuts nothing at all
+            raise OptionsError(f"a pair cut to {max_length} tokens leaves no room for its texts: the shortest cut "
+                               f"this model takes is {shortest} (its {shortest - 2} special tokens and one token "
+                               "of each text)")
         if truncate:
             self._tok.enable_truncation(max_length, strategy="longest_first", direction=direction)
         else:

@@ -1,10 +1,11 @@
 """Checks made once before the search, so that no trial is spent on a knob that cannot win.
 
-- int8: whether it keeps parity depends on the model and the quantization format, and hardly
-  on batch size, threads or sort (see `benchmarks/int8_parity.py`). It is checked once at
-  batch size 1, in the workload's order; if it fails, `int8` leaves the space and the reason
-  goes into the output and the profile. A finalist in int8 is checked again on the full
-  workload, as every finalist is.
+- int8: what it keeps of the results depends on the model, the quantization format and the variant
+  (per-channel or per-tensor scales), and hardly on batch size, threads or sort (see
+  `benchmarks/int8_parity.py`). Each variant is judged once at batch size 1, in the workload's order,
+  by the results (the int8 tolerance: the top 10 kept, above a score floor); the first that passes is
+  the `int8` the search runs, and if none does, `int8` leaves the space with every variant's figures.
+  A finalist in int8 is checked again on the full workload, as every finalist is.
 - the fused graph: made once; when attention does not fuse, `fused` leaves the space.
 """
 
@@ -18,7 +19,7 @@ from autotune.errors import ModelError, OptionsError
 from autotune.runtime.engine import REFERENCE, ScoringPool
 from autotune.runtime.space import SearchSpace
 from autotune.search.measure import replay
-from autotune.search.parity import Tolerance, compare
+from autotune.search.parity import ParityReport, Tolerance, compare
 from autotune.workload.queries import Workload
 
 
@@ -35,12 +36,39 @@ class Dropped:
         return f"{self.knob}={self.value} left out of the search: {self.reason}"
 
 
-def int8_parity(pool: ScoringPool, workload: Workload, reference: list[np.ndarray],
-                tolerance: Tolerance) -> str | None:
-    """None when int8 keeps parity at batch size 1, else the reason it does not."""
-    scores = replay(pool.engine(replace(REFERENCE, precision="int8")), workload.queries, keep_scores=True).scores
-    report = compare(reference, scores, tolerance)
-    return None if report.passed else report.reason()
+@dataclass(frozen=True)
+class Int8Verdict:
+    """Each int8 variant's figures against fp32, and the one the search runs (None: int8 is left out)."""
+
+    reports: tuple[tuple[str, ParityReport], ...]
+    chosen: str | None
+
+    def lines(self) -> list[str]:
+        return [f"int8 {variant}: {report.results()}: " + ("passes" if report.passed else f"fails: {report.reason()}")
+                for variant, report in self.reports]
+
+    def reason(self) -> str:
+        return "; ".join(f"{variant}: {report.reason()}" for variant, report in self.reports)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"chosen": self.chosen, "variants": {v: r.to_dict() for v, r in self.reports}}
+
+
+def int8_variants(pool: ScoringPool, workload: Workload, reference: list[np.ndarray],
+                  tolerance: Tolerance) -> Int8Verdict:
+    """Judge each int8 variant at batch size 1 and leave the pool running the first that passes."""
+    from autotune.runtime.model import INT8_VARIANTS
+
+    reports = []
+    for variant in INT8_VARIANTS:
+        pool.use_int8(variant)
+        scores = replay(pool.engine(replace(REFERENCE, precision="int8")), workload.queries, keep_scores=True).scores
+        report = compare(reference, scores, tolerance)
+        reports.append((variant, report))
+        if report.passed:
+            return Int8Verdict(tuple(reports), variant)
+    pool.release()
+    return Int8Verdict(tuple(reports), None)
 
 
 def fused_graph(pool: ScoringPool) -> str | None:
@@ -57,21 +85,23 @@ def fused_graph(pool: ScoringPool) -> str | None:
 
 
 def prechecked(space: SearchSpace, pool: ScoringPool, workload: Workload, reference: list[np.ndarray],
-               int8_tolerance: Tolerance) -> tuple[SearchSpace, list[Dropped]]:
-    """The space without the knob values that cannot win, and why each went."""
+               int8_tolerance: Tolerance) -> tuple[SearchSpace, list[Dropped], Int8Verdict | None]:
+    """The space without the knob values that cannot win, why each went, and how int8 was judged."""
     dropped: list[Dropped] = []
+    verdict = None
     if "fused" in space.graphs:
         reason = fused_graph(pool)
         if reason is not None:
             dropped.append(Dropped("graph", "fused", reason))
             space = space.narrowed(graphs=tuple(g for g in space.graphs if g != "fused"))
     if "int8" in space.precisions:
-        reason = int8_parity(pool, workload, reference, int8_tolerance)
-        if reason is not None:
-            dropped.append(Dropped("precision", "int8", f"it fails parity at batch size 1: {reason}"))
+        verdict = int8_variants(pool, workload, reference, int8_tolerance)
+        if verdict.chosen is None:
+            reason = verdict.reason()
+            dropped.append(Dropped("precision", "int8", f"no variant keeps the results at batch size 1: {reason}"))
             space = space.narrowed(precisions=tuple(p for p in space.precisions if p != "int8"))
             if not space.precisions:
                 raise OptionsError(f"int8 fails parity on this model and workload ({reason}), and --precisions "
                                    "left nothing else to search: add fp32")
-    return space, dropped
+    return space, dropped, verdict
 

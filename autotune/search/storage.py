@@ -17,6 +17,7 @@ import optuna
 
 from autotune.errors import OptionsError, first_line
 from autotune.paths import state_dir
+from autotune.redact import redact
 
 JOURNAL_NAME = "studies.journal"
 
@@ -31,7 +32,7 @@ def open_storage(storage: str | None, *, fresh: bool = False) -> Any:
         try:
             return _open_database(storage)
         except Exception as exc:  # sqlalchemy raises many kinds: bad scheme, missing driver, unreachable file
-            raise OptionsError(f"--storage {_redact(storage)} cannot be opened: {first_line(exc)}") from exc
+            raise OptionsError(redact(f"--storage {storage} cannot be opened: {first_line(exc)}")) from exc
     from optuna.storages.journal import JournalStorage
 
     state_dir().mkdir(parents=True, exist_ok=True)
@@ -115,13 +116,6 @@ def _check_journal(path: Path) -> None:
         for number, line in enumerate(fh, start=1):
             if line.endswith(b"\n") and line.strip() and not isinstance(json.loads(line), dict):
                 raise ValueError(f"line {number} is not a journal entry")
-
-
-def _redact(url: str) -> str:
-    """Never print a password that sits in a storage URL."""
-    import re
-
-    return re.sub(r"//([^:/@]+):[^@/]*@", r"//\1:***@", url)
 
 
 @contextlib.contextmanager

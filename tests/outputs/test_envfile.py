@@ -35,7 +35,7 @@ def test_key_already_set_by_user_is_not_duplicated():
 
 def test_values_are_quoted_when_needed_and_never_empty():
     text = merge_env("", KEYS).text
-    assert 'AUTOTUNE_MODEL="/models/my model"' in text
+    assert "AUTOTUNE_MODEL='/models/my model'" in text
     assert parse_env(text)["AUTOTUNE_MODEL"] == "/models/my model"
     with pytest.raises(OptionsError, match="empty"):  # a one-line exit 4, not an internal error
         merge_env("", {"AUTOTUNE_BATCH_SIZE": ""})
@@ -66,3 +66,35 @@ def test_merge_is_idempotent_and_keeps_outside_lines(lines, newline, trailing):
     assert merge_env(once, KEYS).text == once
     before_block = once.split(BEGIN)[0]
     assert before_block.startswith(original)
+
+
+@pytest.mark.parametrize("value", ["$(touch pwned)", "`touch pwned`", "${HOME}/x", "a\\b", 'say "hi" $(id)'])
+def test_a_shell_sourcing_the_env_expands_nothing(tmp_path, value):
+    """`set -a; . ./.env` must give back each value as written, and run nothing (issue 46, item 2)."""
+    import subprocess
+
+    env = tmp_path / ".env"
+    write_env(env, {"AUTOTUNE_MODEL": value})
+    got = subprocess.run(["sh", "-c", 'set -a; . ./.env; printf %s "$AUTOTUNE_MODEL"'], cwd=tmp_path,
+                         capture_output=True, text=True, check=True).stdout
+    assert got == value
+    assert not (tmp_path / "pwned").exists()
+    assert parse_env(env.read_text())["AUTOTUNE_MODEL"] == value
+
+
+def test_a_value_no_quoting_keeps_literal_is_refused():
+    with pytest.raises(OptionsError, match="single quote"):
+        merge_env("", {"AUTOTUNE_MODEL": "/models/it's"})
+
+
+def test_a_url_with_a_password_is_never_written():
+    with pytest.raises(OptionsError, match="password"):
+        merge_env("", {"HINDSIGHT_API_RERANKER_TEI_URL": "http://alice:S3cret@reranker:8080"})
+
+
+def test_hindsights_own_reader_takes_the_single_quoted_value(tmp_path):
+    """python-dotenv, which Hindsight's config loads the .env with, reads the quoted path as written."""
+    dotenv = pytest.importorskip("dotenv")
+    env = tmp_path / ".env"
+    write_env(env, {"AUTOTUNE_MODEL": "/models/my model $(x)"})
+    assert dotenv.dotenv_values(env)["AUTOTUNE_MODEL"] == "/models/my model $(x)"

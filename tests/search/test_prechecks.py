@@ -16,11 +16,14 @@ def test_prechecks_drop_what_cannot_win_and_say_why(setup):
     pool, workload, reference = setup
     space = SearchSpace(batch_sizes=(1, 4), threads=(0, 1), graphs=("plain", "fused"))
     strict_int8 = Tolerance(max_abs=0.0, min_spearman=1.0, min_topk=1.0)
-    narrowed, dropped = prechecked(space, pool, workload, reference, strict_int8)
+    narrowed, dropped, verdict = prechecked(space, pool, workload, reference, strict_int8)
     assert narrowed.precisions == ("fp32",) and narrowed.graphs == ("plain",)
     assert [(d.knob, d.value) for d in dropped] == [("graph", "fused"), ("precision", "int8")]
-    assert "model_type" in dropped[0].reason and "parity" in dropped[1].reason
-    kept, none = prechecked(SPACE, pool, workload, reference, FP32_TOLERANCE)
-    assert kept == SPACE and none == []
+    assert "model_type" in dropped[0].reason and "no variant keeps the results" in dropped[1].reason
+    assert verdict is not None and verdict.chosen is None
+    assert [v for v, _ in verdict.reports] == ["per-channel", "per-tensor"]  # each variant judged, and named
+    assert all(f"int8 {v}:" in line for v, line in zip(("per-channel", "per-tensor"), verdict.lines(), strict=True))
+    kept, none, no_int8 = prechecked(SPACE, pool, workload, reference, FP32_TOLERANCE)
+    assert kept == SPACE and none == [] and no_int8 is None
     with pytest.raises(OptionsError, match="add fp32"):
         prechecked(SPACE.narrowed(precisions=("int8",)), pool, workload, reference, strict_int8)

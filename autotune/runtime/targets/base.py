@@ -12,11 +12,13 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import ClassVar
 
 from autotune.runtime.engine import BASELINE, GRAPHS, EngineConfig, EngineTraits, ScoringPool
 from autotune.runtime.model import ModelBundle
 from autotune.runtime.space import SearchSpace
+from autotune.runtime.targets.key_spec import KeySpec
 
 HINDSIGHT_THREAD_CAP = 16
 PREFIX = "HINDSIGHT_API_RERANKER_"
@@ -89,7 +91,9 @@ class Target(ABC):
     concurrent: ClassVar[bool] = False
     has_max_tokens: ClassVar[bool] = False  # reads a pair truncation key (`--max-tokens`)
     defaults_label: ClassVar[str]  # Hindsight's defaults for it, in words
-    env_names: ClassVar[tuple[str, ...]]  # every key `env_keys` may write: a profile may carry no other
+    env_spec: ClassVar[Mapping[str, KeySpec]]  # every key `env_keys` may write, with its type: a profile may
+    # carry no other, and no value of another type
+    env_names: ClassVar[tuple[str, ...]]  # the names of `env_spec`
     config_keys: ClassVar[tuple[str, ...]]  # the keys a drift check compares with the profile
 
     @abstractmethod
@@ -124,6 +128,11 @@ class Target(ABC):
         """The keys that name the emitted model directory, pointing at `directory` (where a container mounts
         it); empty for a target that emits none."""
         return {}
+
+    def loaded_from(self, env: Mapping[str, str]) -> tuple[Path, Path] | None:
+        """Where Hindsight, reading these keys, loads the emitted model from: the model file and the directory
+        of the rest (tokenizer, config); None for a target that emits none or keys that name none."""
+        return None
 
     def defaults(self) -> EngineConfig:
         """Hindsight's defaults for this target, whatever the workload (what `bench` races)."""

@@ -9,14 +9,23 @@ else on the ONNX path.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 
-from autotune.runtime.engine import EngineConfig, EngineTraits, Pairs, ScoreResult, logit, sigmoid
+from autotune.runtime.engine import (
+    MAX_BATCH_SIZE,
+    MAX_THREADS,
+    EngineConfig,
+    EngineTraits,
+    Pairs,
+    ScoreResult,
+    logit,
+    sigmoid,
+)
 from autotune.runtime.model import ModelBundle
 from autotune.runtime.space import SearchSpace
 from autotune.runtime.targets.base import (
@@ -28,6 +37,7 @@ from autotune.runtime.targets.base import (
     hindsight_native_threads,
     no_max_tokens,
 )
+from autotune.runtime.targets.key_spec import BOOL, PATH, KeySpec, choice, integer
 
 MAX_CONCURRENT = 1  # threads were tuned for one pass at a time; more passes share the same cores
 
@@ -83,6 +93,7 @@ class LocalPool:
         self.checkpoint: Path | None = checkpoint
         self.model = load_cross_encoder(checkpoint)
         self.zero_threads = hindsight_native_threads(usable_cores)
+        self.int8_variant = "per-tensor"  # never used: PyTorch runs fp32 only
 
     def effective(self, config: EngineConfig) -> EngineConfig:
         """PyTorch reads only batch size, bucket batching and threads; the rest is ORT's."""
@@ -120,9 +131,15 @@ class LocalTarget(Target):
     defaults_label = "sentence-transformers CrossEncoder.predict(batch_size=32) on PyTorch, no bucket sort"
     config_keys: ClassVar[tuple[str, ...]] = (f"{PREFIX}LOCAL_BATCH_SIZE", f"{PREFIX}LOCAL_BUCKET_BATCHING",
                                               "OMP_NUM_THREADS")
-    env_names: ClassVar[tuple[str, ...]] = (
-        *(f"{PREFIX}{k}" for k in ("PROVIDER", "LOCAL_MODEL", "LOCAL_BATCH_SIZE", "LOCAL_BUCKET_BATCHING",
-                                   "LOCAL_MAX_CONCURRENT")), "OMP_NUM_THREADS")
+    env_spec: ClassVar[Mapping[str, KeySpec]] = {
+        f"{PREFIX}PROVIDER": choice("local"),
+        f"{PREFIX}LOCAL_MODEL": PATH,
+        f"{PREFIX}LOCAL_BATCH_SIZE": integer(1, MAX_BATCH_SIZE),
+        f"{PREFIX}LOCAL_BUCKET_BATCHING": BOOL,
+        f"{PREFIX}LOCAL_MAX_CONCURRENT": integer(1, MAX_THREADS),
+        "OMP_NUM_THREADS": integer(1, MAX_THREADS),
+    }
+    env_names: ClassVar[tuple[str, ...]] = tuple(env_spec)
 
     def traits(self, usable_cores: int, max_length: int, max_tokens: int | None = None) -> EngineTraits:
         """The fp32 reference and parity run through ONNX Runtime with the same truncation."""
@@ -148,6 +165,10 @@ class LocalTarget(Target):
 
     def container_keys(self, directory: str) -> dict[str, str]:
         return {f"{PREFIX}LOCAL_MODEL": directory.rstrip("/")}
+
+    def loaded_from(self, env: Mapping[str, str]) -> tuple[Path, Path] | None:
+        directory = env.get(f"{PREFIX}LOCAL_MODEL")
+        return None if not directory else (Path(directory) / "model.onnx", Path(directory))
 
     def env_keys(self, config: EngineConfig, ctx: EnvContext) -> dict[str, str]:
         keys = {f"{PREFIX}PROVIDER": self.provider}

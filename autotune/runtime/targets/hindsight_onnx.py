@@ -8,10 +8,12 @@ into batches of `ONNX_BATCH_SIZE`, pads each to its longest pair with truncation
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import ClassVar
 
-from autotune.runtime.engine import BASELINE, EngineConfig, EngineTraits
+from autotune.runtime.engine import BASELINE, MAX_BATCH_SIZE, MAX_THREADS, EngineConfig, EngineTraits
 from autotune.runtime.space import SearchSpace
 from autotune.runtime.targets.base import (
     PREFIX,
@@ -21,6 +23,7 @@ from autotune.runtime.targets.base import (
     flag,
     hindsight_native_threads,
 )
+from autotune.runtime.targets.key_spec import BOOL, MAX_POSITIONS, PATH, KeySpec, choice, integer
 
 HINDSIGHT_MAX_TOKENS = 512
 
@@ -41,9 +44,17 @@ class OnnxTarget(Target):
     defaults_label = "Hindsight's onnx provider at its defaults: batch 32, threads = its cap, arena off"
     config_keys: ClassVar[tuple[str, ...]] = tuple(
         f"{PREFIX}ONNX_{k}" for k in ("BATCH_SIZE", "THREADS", "CPU_MEM_ARENA", "MAX_TOKENS"))
-    env_names: ClassVar[tuple[str, ...]] = (f"{PREFIX}PROVIDER", *(f"{PREFIX}ONNX_{k}" for k in (
-        "MODEL_PATH", "TOKENIZER_NAME_OR_PATH", "BATCH_SIZE", "THREADS", "MAX_CONCURRENT", "MAX_TOKENS",
-        "CPU_MEM_ARENA")))
+    env_spec: ClassVar[Mapping[str, KeySpec]] = {
+        f"{PREFIX}PROVIDER": choice("onnx"),
+        f"{PREFIX}ONNX_MODEL_PATH": PATH,
+        f"{PREFIX}ONNX_TOKENIZER_NAME_OR_PATH": PATH,
+        f"{PREFIX}ONNX_BATCH_SIZE": integer(1, MAX_BATCH_SIZE),
+        f"{PREFIX}ONNX_THREADS": integer(0, MAX_THREADS),
+        f"{PREFIX}ONNX_MAX_CONCURRENT": integer(1, MAX_THREADS),
+        f"{PREFIX}ONNX_MAX_TOKENS": integer(1, MAX_POSITIONS),
+        f"{PREFIX}ONNX_CPU_MEM_ARENA": BOOL,
+    }
+    env_names: ClassVar[tuple[str, ...]] = tuple(env_spec)
 
     def traits(self, usable_cores: int, max_length: int, max_tokens: int | None = None) -> EngineTraits:
         """`max_tokens` (the user's `--max-tokens`, up to the model's positions) replaces Hindsight's 512."""
@@ -75,6 +86,10 @@ class OnnxTarget(Target):
         directory = directory.rstrip("/")
         return {f"{PREFIX}ONNX_MODEL_PATH": f"{directory}/model.onnx",
                 f"{PREFIX}ONNX_TOKENIZER_NAME_OR_PATH": directory}
+
+    def loaded_from(self, env: Mapping[str, str]) -> tuple[Path, Path] | None:
+        model, tokenizer = env.get(f"{PREFIX}ONNX_MODEL_PATH"), env.get(f"{PREFIX}ONNX_TOKENIZER_NAME_OR_PATH")
+        return None if not model or not tokenizer else (Path(model), Path(tokenizer))
 
     def env_keys(self, config: EngineConfig, ctx: EnvContext) -> dict[str, str]:
         if ctx.model_dir is None:

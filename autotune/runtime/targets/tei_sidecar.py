@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar
 
-from autotune.runtime.engine import EngineConfig, EngineTraits
+from autotune.runtime.engine import MAX_THREADS, EngineConfig, EngineTraits
 from autotune.runtime.space import SearchSpace
 from autotune.runtime.targets.base import PREFIX, EnvContext, SpaceLimits, Target, no_max_tokens
-from autotune.runtime.targets.sidecar_keys import MIN_CLIENT_BATCH, TEI_MAX_BATCH_TOKENS, WRITTEN_KEYS, SidecarKeys
+from autotune.runtime.targets.key_spec import URL, KeySpec, choice, integer
+from autotune.runtime.targets.sidecar_keys import MIN_CLIENT_BATCH, SIDECAR_SPEC, TEI_MAX_BATCH_TOKENS, SidecarKeys
 
 TEI_CONFIG_KEYS = ("AUTOTUNE_BATCH_SIZE", "AUTOTUNE_INTRA_OP_THREADS", "AUTOTUNE_LENGTH_SORT",
                    "AUTOTUNE_PRECISION", "AUTOTUNE_GRAPH", "AUTOTUNE_SPINNING", "AUTOTUNE_WORKERS", "AUTOTUNE_MODEL")
@@ -18,9 +20,15 @@ class TeiTarget(Target):
     provider = "tei"
     summary = "autotune serve as a TEI-compatible sidecar (older Hindsight, shared rerankers)"
     config_keys: ClassVar[tuple[str, ...]] = TEI_CONFIG_KEYS
-    env_names: ClassVar[tuple[str, ...]] = (
-        *(f"{PREFIX}{k}" for k in ("PROVIDER", "TEI_URL", "TEI_BATCH_SIZE", "TEI_MAX_CONCURRENT", "TEI_HTTP_TIMEOUT")),
-        *WRITTEN_KEYS)
+    env_spec: ClassVar[Mapping[str, KeySpec]] = {
+        f"{PREFIX}PROVIDER": choice("tei"),
+        f"{PREFIX}TEI_URL": URL,
+        f"{PREFIX}TEI_BATCH_SIZE": integer(1),
+        f"{PREFIX}TEI_MAX_CONCURRENT": integer(1, MAX_THREADS),
+        f"{PREFIX}TEI_HTTP_TIMEOUT": integer(1),
+        **SIDECAR_SPEC,
+    }
+    env_names: ClassVar[tuple[str, ...]] = tuple(env_spec)
     sidecar = True
     server_module = "autotune.serve.app"
     concurrent = True

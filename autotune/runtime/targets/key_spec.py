@@ -1,0 +1,75 @@
+"""What each `.env` key a target writes may hold: a type and a range, checked before any value is written.
+
+A profile is input (it may come from a pull request): `apply` writes its `env` only when every value is what
+the key's reader accepts. An integer is digits within the reader's range, a boolean is `true`/`false` (the one
+spelling Hindsight documents), a path or a URL holds no character a shell sourcing the `.env` would act on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from autotune.errors import OptionsError
+
+INT_MAX = 2**31 - 1
+MAX_POSITIONS = 1 << 20  # a token count: past any model's positions
+_DIGITS = re.compile(r"(?:0|[1-9][0-9]{0,9})\Z")
+# a path, a URL or a model name: printable, and nothing a shell acts on even inside quotes
+_PLAIN = re.compile(r"[A-Za-z0-9_./:@+,=%~ -]+\Z")
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    """One key's type: `int` (within low..high), `bool`, `choice` (one of `choices`), `path` or `url`."""
+
+    kind: str
+    low: int = 0
+    high: int = INT_MAX
+    choices: tuple[str, ...] = ()
+
+    def problem(self, value: str) -> str | None:
+        """Why `value` is not one this key takes, in a few words; None when it is."""
+        if self.kind == "int":
+            if not _DIGITS.match(value) or not self.low <= int(value) <= self.high:
+                return f"must be an integer from {self.low} to {self.high}"
+        elif self.kind == "bool":
+            if value not in ("true", "false"):
+                return "must be true or false"
+        elif self.kind == "choice":
+            if value not in self.choices:
+                return f"must be one of {', '.join(self.choices)}"
+        elif self.kind in ("path", "url"):
+            if not _PLAIN.match(value) or value != value.strip():
+                return f"must be a plain {self.kind}: letters, digits, spaces and . _ / : @ + , = % ~ - only"
+            if self.kind == "url" and (not re.match(r"https?://[^/@\s]+", value) or "@" in value.split("/")[2]):
+                return "must be an http(s) URL with a host and no user name or password"
+        else:
+            raise ValueError(f"unknown key kind {self.kind!r}")
+        return None
+
+
+def integer(low: int = 0, high: int = INT_MAX) -> KeySpec:
+    return KeySpec("int", low, high)
+
+
+BOOL = KeySpec("bool")
+PATH = KeySpec("path")
+URL = KeySpec("url")
+
+
+def choice(*values: str) -> KeySpec:
+    return KeySpec("choice", choices=values)
+
+
+def check_keys(keys: Mapping[str, str], specs: Mapping[str, KeySpec], *, source: str) -> None:
+    """Every key known to `specs` and every value of its type, or a one-line OptionsError naming the first
+    that is not (the value itself is shown only as its length: it may be hostile or secret)."""
+    for key, value in keys.items():
+        spec = specs.get(key)
+        if spec is None:
+            raise OptionsError(f"{source} carries {key!r}, a key its target never writes")
+        problem = spec.problem(str(value))
+        if problem is not None:
+            raise OptionsError(f"{source}: {key} {problem} (refused: nothing was written)")

@@ -1,0 +1,90 @@
+"""int8 is judged by what the recall returns, above a score floor (issue 44).
+
+On the embedded default (a trained model, so its rankings mean something) per-channel int8 keeps the results
+and passes; the four traps the seed warned of are each still rejected, by the floor, with a reason that names it.
+Each trap keeps the order (sigmoid twice, a shift) or is built so, so the result gate alone would let it through.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from autotune.runtime.engine import REFERENCE, logit, sigmoid
+from autotune.runtime.model import resolve_model
+from autotune.runtime.sessions import EnginePool
+from autotune.runtime.tokenize import PairTokenizer
+from autotune.search.measure import replay
+from autotune.search.parity import INT8_TOLERANCE, compare
+from autotune.search.prechecks import int8_variants
+from autotune.workload.queries import load_workload
+from tests.support.paths import EXAMPLE_WORKLOAD
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+
+@pytest.fixture(scope="module")
+def default():  # type: ignore[no-untyped-def]
+    bundle = resolve_model(None)
+    pool = EnginePool(bundle, has_vnni=True)
+    workload = load_workload(EXAMPLE_WORKLOAD)
+    reference = replay(pool.engine(REFERENCE), workload.queries, keep_scores=True).scores
+    return pool, workload, reference
+
+
+def test_per_channel_int8_of_the_default_keeps_the_results_and_is_chosen(default):
+    pool, workload, reference = default
+    verdict = int8_variants(pool, workload, reference, INT8_TOLERANCE)
+    assert verdict.chosen == "per-channel", verdict.lines()
+    report = dict(verdict.reports)["per-channel"]
+    assert report.topk_mean >= 0.95 and report.topk >= 0.8 and abs(report.shift) <= 0.2
+    assert pool.int8_variant == "per-channel"  # what the search then runs
+
+
+def _order_kept(reference, candidate):  # type: ignore[no-untyped-def]
+    """The trap keeps every query's order: the result gate alone passes it."""
+    for ref, cand in zip(reference, candidate, strict=True):
+        assert list(np.argsort(-ref, kind="mergesort")[:10]) == list(np.argsort(-cand, kind="mergesort")[:10])
+
+
+def test_a_sigmoid_applied_twice_is_rejected_by_the_floor(default):
+    _, _, reference = default
+    twice = [sigmoid(r) for r in reference]
+    _order_kept(reference, twice)
+    report = compare(reference, twice, INT8_TOLERANCE)
+    assert not report.passed and "max |Δscore|" in report.reason()
+
+
+def test_a_shift_that_moves_a_min_scores_cut_is_rejected_by_the_floor(default):
+    _, _, reference = default
+    shifted = [sigmoid(logit(r) + 0.5) for r in reference]
+    _order_kept(reference, shifted)
+    report = compare(reference, shifted, INT8_TOLERANCE)
+    assert not report.passed and "a min_scores cut would move" in report.reason(), report.reason()
+
+
+@pytest.mark.parametrize("kind", ["nan", "constant"])
+def test_a_nan_or_constant_model_is_rejected_by_the_floor(default, kind):
+    _, _, reference = default
+    fill = np.nan if kind == "nan" else 0.5
+    report = compare(reference, [np.full_like(r, fill) for r in reference], INT8_TOLERANCE)
+    assert not report.passed and "max |Δscore|" in report.reason()
+
+
+def test_a_tokenizer_that_does_not_match_the_model_is_rejected_by_the_floor(default, tmp_path):
+    """The vocabulary's ids swapped pairwise: every word becomes another, as with another model's tokenizer."""
+    pool, workload, reference = default
+    tok = json.loads(pool.bundle.tokenizer_path.read_text())
+    vocab = tok["model"]["vocab"]
+    words = [w for w in vocab if not w.startswith("[")]
+    for a, b in zip(words[::2], words[1::2], strict=False):
+        vocab[a], vocab[b] = vocab[b], vocab[a]
+    (tmp_path / "tokenizer.json").write_text(json.dumps(tok))
+    wrong = EnginePool(replace(pool.bundle, tokenizer_path=tmp_path / "tokenizer.json"), has_vnni=True)
+    assert isinstance(wrong.tokenizer, PairTokenizer)
+    scores = replay(wrong.engine(REFERENCE), workload.queries, keep_scores=True).scores
+    report = compare(reference, scores, INT8_TOLERANCE)
+    assert not report.passed and "max |Δscore|" in report.reason(), report.reason()
