@@ -75,9 +75,11 @@ def _signals_as_interrupt() -> Iterator[None]:
 
 def interrupted_message() -> str:
     """Said from the commit point: what this command had already put in place when it was stopped."""
-    from autotune.fileio import committed
+    from autotune.fileio import committed, partial
 
-    written = committed()
+    written, grown = committed(), partial()
+    if grown:
+        return f"autotune: interrupted: {'; '.join(grown)}"
     if not written:
         return "autotune: interrupted: nothing was written; rerun the same command to resume"
     return (f"autotune: interrupted after its outputs were written and complete ({', '.join(map(str, written))}); "

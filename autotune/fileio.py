@@ -19,6 +19,7 @@ from pathlib import Path
 from autotune.errors import OutputError
 
 _COMMITTED: list[Path] = []
+_PARTIAL: dict[Path, str] = {}  # outputs written line by line, and what an interrupt should say of each
 
 
 def record_commit(path: Path) -> None:
@@ -30,9 +31,22 @@ def committed() -> list[Path]:
     return list(_COMMITTED)
 
 
+def note_partial(path: Path, said: str | None) -> None:
+    """An output that grows line by line (`record`'s workload) now holds what `said` tells; None: nothing."""
+    if said is None:
+        _PARTIAL.pop(Path(path), None)
+    else:
+        _PARTIAL[Path(path)] = said
+
+
+def partial() -> list[str]:
+    return list(_PARTIAL.values())
+
+
 def reset_commits() -> None:
     """A new command starts with nothing committed (tests run several in one process)."""
     _COMMITTED.clear()
+    _PARTIAL.clear()
 
 
 def through_links(path: Path) -> Path:

@@ -14,6 +14,13 @@ from autotune.errors import OptionsError, UpstreamError
 from autotune.redact import redact
 
 API_KEY_ENV = "HINDSIGHT_API_KEY"
+# A traced recall of 300 candidates is a few hundred KB; an answer past this is no recall, and reading it whole
+# once took 659 MB (an endless chunked reply, 1.3 GB within a 10 s time-out).
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+
+
+class AnswerTooLarge(Exception):
+    """The server's answer passed MAX_ANSWER_BYTES: not retried, since it would only do so again."""
 
 
 def check_http_options(timeout_s: float, retries: int) -> None:
@@ -110,10 +117,16 @@ def _post_by_deadline(client: Any, path: str, body: dict[str, Any]) -> tuple[int
 
     limit = client.timeout.read or 30.0
     deadline = time.monotonic() + limit
-    chunks = []
+    chunks, size = [], 0
     with whole_exchange_deadline(limit), client.stream("POST", path, json=body) as resp:
+        declared = resp.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > MAX_ANSWER_BYTES:
+            raise AnswerTooLarge(int(declared))
         for chunk in resp.iter_bytes():
             chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_ANSWER_BYTES:
+                raise AnswerTooLarge(size)
             if time.monotonic() > deadline:
                 raise httpx.ReadTimeout(f"no complete answer within {limit:g} s")
         return resp.status_code, b"".join(chunks)
@@ -130,6 +143,9 @@ def post_with_retry(client: Any, path: str, body: dict[str, Any], retries: int) 
     for attempt in range(retries + 1):
         try:
             status, payload = _post_by_deadline(client, path, body)
+        except AnswerTooLarge:
+            raise UpstreamError(f"the answer passed {MAX_ANSWER_BYTES // (1024 * 1024)} MB, far more than any "
+                                "recall: not a Hindsight recall endpoint, or a broken one") from None
         except httpx.TimeoutException:
             problem = "timed out"
         except httpx.TransportError as exc:

@@ -20,6 +20,7 @@ from autotune.runtime.engine import Cancelled, EngineTraits, RerankEngine
 from autotune.runtime.model import ModelBundle, resolve_model
 from autotune.runtime.sessions import EnginePool, warm_up
 from autotune.runtime.tokenize import CLIP_CHARS_PER_TOKEN, PairTokenizer
+from autotune.serve.cost import CostModel, Work
 from autotune.serve.errors import ApiError
 from autotune.serve.metrics import Metrics
 from autotune.serve.settings import ServeSettings
@@ -37,10 +38,13 @@ class Job:
     direction: str
     raw: bool
     chars: int
+    work: Work
     enqueued: float
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[tuple[np.ndarray, dict[str, float]]]
     abandoned: threading.Event = field(default_factory=threading.Event)
+    real_tokens: int = 0  # set once scored: what the cost model learns from
+    sample: tuple[int, int] = (0, 0)  # characters and tokens of the pairs truncation left whole
 
     def resolve(self, value: tuple[np.ndarray, dict[str, float]] | None = None,
                 error: BaseException | None = None) -> None:
@@ -73,8 +77,8 @@ class RerankService:
         self.load_error: str | None = None
         self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
-        self._in_system: dict[int, int] = {}  # id(job) -> characters, queued or running
-        self._seconds_per_char: float | None = None  # measured service time, for the wait estimate
+        self._in_system: dict[int, Work] = {}  # id(job) -> its size, queued or running
+        self.cost = CostModel()  # measured service time per batch and per token, for the wait estimate
         self._tokenizers: dict[tuple[str, bool], PairTokenizer] = {}
         self.metrics = Metrics()
         self.stopping = False  # set on shutdown: requests not yet started answer 503 instead of running
@@ -121,6 +125,17 @@ class RerankService:
                                                       direction=direction, truncate=truncate)
             return self._tokenizers[key]
 
+    def length_probe(self) -> PairTokenizer:
+        """Pairs cut at one token past the model's length: a pair it leaves longer than the model was too long
+        whole, and one it leaves within the length is whole (truncation only cuts what passes it), so
+        `truncate: false` is decided exactly on texts first cut to what such a length can hold."""
+        assert self.pool is not None
+        with self._lock:
+            if ("probe", True) not in self._tokenizers:
+                self._tokenizers[("probe", True)] = PairTokenizer(self.pool.bundle.tokenizer_path,
+                                                                  self.pool.max_length + 1)
+            return self._tokenizers[("probe", True)]
+
     def info(self) -> dict[str, Any]:
         bundle = self.pool.bundle if self.pool else None
         cfg = self.settings.config
@@ -150,35 +165,43 @@ class RerankService:
         cap = (self.pool.max_length if self.pool else 512) * CLIP_CHARS_PER_TOKEN
         return min(len(query), cap) * len(texts) + sum(min(len(t), cap) for t in texts)
 
-    def estimated_wait_s(self, chars: int) -> float | None:
+    def work(self, query: str, texts: list[str]) -> Work:
+        cap = (self.pool.max_length if self.pool else 512)
+        return self.cost.work(query[:cap * CLIP_CHARS_PER_TOKEN], [t[:cap * CLIP_CHARS_PER_TOKEN] for t in texts],
+                              batch_size=self.settings.config.batch_size, max_length=cap)
+
+    def estimated_wait_s(self, work: Work) -> float | None:
         """Until this request would be answered: the work ahead shared by the workers, then its own.
 
         None before anything was measured, and when a worker is free: a request that would start at
         once is never refused on an estimate (its client's time-out and the disconnect check bound it).
         """
-        rate = self._seconds_per_char
         with self._lock:
-            ahead = sum(self._in_system.values())
-            busy = len(self._in_system)
-        if rate is None or busy < self.settings.config.workers:
+            ahead = list(self._in_system.values())
+        if len(ahead) < self.settings.config.workers:
             return None
-        return rate * (ahead / self.settings.config.workers + chars)
+        own = self.cost.seconds(work)
+        if own is None:
+            return None
+        queued = sum(self.cost.seconds(w) or 0.0 for w in ahead)
+        return queued / self.settings.config.workers + own
 
     async def rerank(self, query: str, texts: list[str], *, truncate: bool, direction: str, raw: bool,
                      disconnected: Callable[[], Awaitable[None]] | None = None
                      ) -> tuple[np.ndarray, dict[str, float]]:
         chars = self.work_chars(query, texts)
+        work = self.work(query, texts)
         if len(self._in_system) >= self.settings.max_queue:
             raise ApiError("Overloaded", "Model is overloaded", retry_after=1)
-        wait = self.estimated_wait_s(chars)
+        wait = self.estimated_wait_s(work)
         if wait is not None and wait > self.settings.client_timeout_s:
             raise ApiError("Overloaded", f"Model is overloaded: about {wait:.0f} s of work is queued, more than the "
                                          f"client's {self.settings.client_timeout_s:.0f} s time-out",
                            retry_after=min(MAX_RETRY_AFTER_S, max(1, math.ceil(wait - self.settings.client_timeout_s))))
         loop = asyncio.get_running_loop()
-        job = Job(query, texts, truncate, direction, raw, chars, time.perf_counter(), loop, loop.create_future())
+        job = Job(query, texts, truncate, direction, raw, chars, work, time.perf_counter(), loop, loop.create_future())
         with self._lock:
-            self._in_system[id(job)] = chars
+            self._in_system[id(job)] = work
             self.metrics.queue_size.set(len(self._in_system))
         self._jobs.put(job)
         if disconnected is None:
@@ -205,7 +228,8 @@ class RerankService:
                 else:
                     started = time.perf_counter()
                     answer = self._score(engine, job)
-                    self._measured(time.perf_counter() - started, job.chars)
+                    self.cost.observe(job.work, time.perf_counter() - started, real_tokens=job.real_tokens,
+                                      sample=job.sample)
                     job.resolve(answer)
             except Cancelled as stop:
                 self.metrics.dropped.inc()
@@ -218,22 +242,19 @@ class RerankService:
                     self._in_system.pop(id(job), None)
                     self.metrics.queue_size.set(len(self._in_system))
 
-    def _measured(self, seconds: float, chars: int) -> None:
-        """Service seconds per character, smoothed: what the wait estimate multiplies the queue by."""
-        rate = seconds / max(chars, 1)
-        with self._lock:
-            old = self._seconds_per_char
-            self._seconds_per_char = rate if old is None else 0.7 * old + 0.3 * rate
-
     def _score(self, engine: RerankEngine, job: Job) -> tuple[np.ndarray, dict[str, float]]:
         started = time.perf_counter()
         tok = self.tokenizer(job.direction, job.truncate)
-        if not job.truncate:
-            too_long = max(len(e.ids) for e in tok.encode(job.query, job.texts))
-            if too_long > tok.max_length:
+        if not job.truncate:  # decided on a cut one past the length: a 7 MB query is never tokenized whole
+            longest = max(len(e.ids) for e in self.length_probe().encode(job.query, job.texts))
+            if longest > tok.max_length:
                 raise ApiError("Validation", f"`inputs` must have less than {tok.max_length} tokens. "
-                                             f"Given: {too_long}")
+                                             f"Given: more than {tok.max_length}")
         result = engine.score(job.query, job.texts, tokenizer=tok, should_stop=job.abandoned.is_set)
+        job.real_tokens = result.real_tokens
+        whole = [(len(job.query) + len(t), n) for t, n in zip(job.texts, result.lengths, strict=True)
+                 if n < tok.max_length]
+        job.sample = (sum(c for c, _ in whole), sum(n for _, n in whole))
         if job.abandoned.is_set():  # finished as its client left: the seconds were spent for nobody
             self.metrics.abandoned_inference.inc(result.inference_s)
         timing = {"queue": started - job.enqueued, "tokenization": result.tokenize_s, "inference": result.inference_s}

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.errors import OptionsError, UpstreamError, WorkloadError
+from autotune.fileio import note_partial
 from autotune.hindsight.client import check_http_options, check_url, post_with_retry, recall_path, server_version
 from autotune.hindsight.trace import pool_facts, recall_pool, rerank_phase_seconds
 from autotune.hindsight.versions import date_part, render, rules_for
@@ -207,12 +208,15 @@ class JsonlAppender:
         self._fh.flush()
         self._lines += 1
         os.fsync(self._fh.fileno())
+        note_partial(self.path, f"{self.path} holds the {self._lines} recall(s) recorded by this run, each "
+                                "whole; rerun the same command with --resume to record the rest")
 
     def close(self) -> None:
         """A failed first run leaves no empty file behind to block the same command ("exists")."""
         self._fh.close()
         if self._created and self._lines == 0:
             self.path.unlink(missing_ok=True)
+            note_partial(self.path, None)
 
 
 def read_queries(path: Path) -> list[str]:
