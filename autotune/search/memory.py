@@ -55,6 +55,18 @@ def process_peak_mb() -> float:
     return max(_highest_mb, (_status_kb("VmHWM") or 0) / 1024, rss_mb())
 
 
+def give_back() -> None:
+    """Return freed heap to the OS: glibc keeps what a dropped session's arena freed, so the RSS would not fall."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to trim, the RSS falls as the allocator decides
+        pass
+
+
 def rss_mb() -> float:
     return psutil.Process().memory_info().rss / MB
 

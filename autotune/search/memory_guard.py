@@ -21,6 +21,14 @@ TRIP_SHARE = 0.95  # of the budget: stop here, before the budget itself is passe
 _active: MemoryGuard | None = None
 
 
+class MemoryTripped(OptionsError):
+    """The guard's stop: a search's trial catches it, frees what it held and goes on when the RSS falls back."""
+
+    def __init__(self, message: str, rss_mb: float) -> None:
+        super().__init__(message)
+        self.rss_mb = rss_mb
+
+
 class MemoryGuard:
     """`with MemoryGuard(budget_mb): ...` around the measuring phases; `measuring(label)` names the work."""
 
@@ -35,11 +43,27 @@ class MemoryGuard:
 
     def __enter__(self) -> MemoryGuard:
         global _active
+        self._start()
+        _active = self
+        return self
+
+    def _start(self) -> None:
         if self.limit_mb is not None:
             self._thread = threading.Thread(target=self._watch, name="autotune-memory-guard", daemon=True)
             self._thread.start()
-        _active = self
-        return self
+
+    def rearm(self) -> bool:
+        """After a trip, once what tripped it is freed: watch again if the RSS is back under the limit (True);
+        False leaves it tripped, for a process that could not give the memory back."""
+        if self.tripped_mb is None:
+            return True
+        if self.limit_mb is not None and rss_mb() > self.limit_mb:
+            return False
+        if self._thread is not None:
+            self._thread.join()
+        self.tripped_mb = None
+        self._start()
+        return True
 
     def _watch(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -56,11 +80,11 @@ class MemoryGuard:
         if self._thread is not None:
             self._thread.join()
 
-    def error(self) -> OptionsError:
-        return OptionsError(f"stopped while measuring {self.what}: the tuner's RSS reached {self.tripped_mb:.0f} MB, "
+    def error(self) -> MemoryTripped:
+        return MemoryTripped(f"stopped while measuring {self.what}: the tuner's RSS reached {self.tripped_mb:.0f} MB, "
                             f"past {self.limit_mb:.0f} MB, where it stops short of the memory budget of "
                             f"{self.budget_mb:.0f} MB; raise --max-memory, or lower --batch-sizes, --max-tokens "
-                            "or --concurrency")
+                            "or --concurrency", self.tripped_mb or 0.0)
 
 
 def measuring(what: str) -> None:
@@ -74,3 +98,8 @@ def check() -> None:
     guard = _active
     if guard is not None and guard.tripped_mb is not None:
         raise guard.error()
+
+
+def rearm() -> bool:
+    """`MemoryGuard.rearm` on the active guard (True where there is none)."""
+    return True if _active is None else _active.rearm()

@@ -21,8 +21,8 @@ from optuna.trial import FrozenTrial, TrialState
 from autotune.runtime.engine import EngineConfig, ScoringPool, plan_batches
 from autotune.runtime.space import SearchSpace
 from autotune.search.measure import Load
-from autotune.search.memory import ESTIMATE_MARGIN, ModelMemory, PeakRss, rss_mb
-from autotune.search.memory_guard import measuring
+from autotune.search.memory import ESTIMATE_MARGIN, ModelMemory, PeakRss, give_back, rss_mb
+from autotune.search.memory_guard import TRIP_SHARE, MemoryTripped, measuring, rearm
 from autotune.search.parity import compare
 from autotune.search.space import SearchSettings
 from autotune.search.stats import percentile
@@ -101,6 +101,16 @@ class Objective:
         try:
             with peak:
                 value = self._measure(trial, config)
+        except MemoryTripped as tripped:  # this trial, not the run: freed, it is rejected and the search goes on
+            self.pool.release()
+            give_back()
+            if not rearm():
+                raise
+            trial.set_constraint("memory", max(peak.peak_mb - (self.memory_budget_mb or 0.0), 1.0))
+            trial.set_constraint("parity", 0.0)
+            trial.set_user_attr("rejected", f"stopped as the tuner's RSS reached {tripped.rss_mb:.0f} MB, past "
+                                            f"{TRIP_SHARE:.0%} of the memory budget of {self.memory_budget_mb:.0f} MB")
+            return math.inf
         finally:  # a pruned trial ran too: its peak is recorded all the same
             trial.set_user_attr("peak_growth_mb", round(peak.growth_mb, 1))
             trial.set_user_attr("rss_mb", round(peak.peak_mb, 1))

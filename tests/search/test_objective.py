@@ -138,3 +138,48 @@ def test_a_race_keeps_only_the_finalists_whose_sessions_fit_together(setup):
     assert kept == configs[:2]  # the defaults and the pick race whatever the room
     pool.traits = EngineTraits(zero_threads=1, shared_session=True)  # workers on one session: two pooled at most
     assert objective.race_mb(configs, loads=2) == pytest.approx(2 * objective.estimate_mb(configs[0]), rel=0.01)
+
+
+def test_one_trial_over_the_memory_budget_is_rejected_and_the_search_goes_on(setup, monkeypatch):
+    """Issue 46, item 12: the guard stopped the whole run at trial 2 of a search that then passed when rerun. The
+    trial that held the memory is rejected, its sessions are released, and the next trial is measured."""
+    import mmap
+    import time
+
+    from autotune.search.memory_guard import MemoryGuard, check
+
+    pool = setup[0]
+    objective = _objective(setup, memory_budget_mb=1e6)
+    held: list[mmap.mmap] = []
+    measure, release = objective._measure, pool.release
+
+    def greedy_first(trial, config):  # type: ignore[no-untyped-def]
+        if trial.number == 0:  # this configuration's batch holds 400 MB of fresh pages, then the guard trips
+            block = mmap.mmap(-1, 400 * 2**20)
+            for page in range(0, len(block), mmap.PAGESIZE):
+                block[page] = 1
+            held.append(block)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                check()
+                time.sleep(0.005)
+        return measure(trial, config)
+
+    def release_all() -> None:
+        while held:
+            held.pop().close()
+        release()
+
+    monkeypatch.setattr(objective, "_measure", greedy_first)
+    monkeypatch.setattr(pool, "release", release_all)
+    study = optuna.create_study()
+    for batch_size in (4, 1):
+        study.enqueue_trial({"batch_size": batch_size, "intra_op_threads": 1, "length_sort": True,
+                             "precision": "fp32", "mem_arena": True, "graph": "plain", "spinning": True})
+    with MemoryGuard(budget_mb=1e6) as guard:
+        guard.limit_mb = rss_mb() + 200  # past what the process holds, short of the spike
+        study.optimize(objective, n_trials=2)
+    first, second = study.trials
+    assert "stopped as the tuner's RSS reached" in first.user_attrs["rejected"] and first.constraints["memory"] > 0
+    assert "rejected" not in second.user_attrs and second.user_attrs["queries_measured"] == 8
+    assert not held
