@@ -57,14 +57,13 @@ def process_peak_mb() -> float:
 
 def give_back() -> None:
     """Return freed heap to the OS: glibc keeps what a dropped session's arena freed, so the RSS would not fall."""
+    import contextlib
     import ctypes
     import gc
 
     gc.collect()
-    try:
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: the RSS falls as the allocator decides
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: nothing to trim, the RSS falls as the allocator decides
-        pass
 
 
 def rss_mb() -> float:
