@@ -16,13 +16,24 @@ from autotune.errors import AutotuneError, ExitStatus, OptionsError
 from autotune.redact import redact
 
 
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Each flag's default where it has one worth showing: not `None`, not a switch's `False`, and not where
+    the help already says its default in words."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.default in (None, False, argparse.SUPPRESS) or "default" in text:
+            return text
+        return super()._get_help_string(action)
+
+
 class _Parser(argparse.ArgumentParser):
     """Every parser, the subcommands' too: no abbreviated flags (`--profile` must never be read as
     `--profile-dir`), and each flag's default shown in its help."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         kwargs.setdefault("allow_abbrev", False)
-        kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
+        kwargs.setdefault("formatter_class", _Help)
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
     def error(self, message: str) -> NoReturn:

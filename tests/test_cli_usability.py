@@ -3,6 +3,8 @@ one name for the profile directory, and messages that name what they are about."
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from autotune.cli import build_parser, main
@@ -27,7 +29,8 @@ def test_every_flag_has_help_and_shows_its_default():
         for action in parser._actions:
             if action.option_strings and action.dest != "help":
                 assert action.help, f"{name} {action.option_strings[0]} has no help"
-        assert parser.formatter_class.__name__ == "ArgumentDefaultsHelpFormatter", name
+        assert issubclass(parser.formatter_class, argparse.ArgumentDefaultsHelpFormatter), name
+        assert "(default: None)" not in parser.format_help() and "(default: False)" not in parser.format_help(), name
     assert "(default: 3)" in _subparsers()["run"].format_help()
 
 
@@ -62,3 +65,9 @@ def test_a_negative_wait_is_refused(tmp_path):
     """Issue 36, item 15: --wait-quiet -5 was accepted."""
     status, _, err = run_cli(["run", "--workload", str(tmp_path / "w.jsonl"), "--wait-quiet", "-5"])
     assert status == ExitStatus.BAD_OPTIONS and "--wait-quiet" in err
+
+
+def test_concurrency_is_bounded_in_one_line(tmp_path):
+    """Issue 46, item 13: `--concurrency 100000` ended in an internal error (can't start new thread)."""
+    status, _, err = run_cli(["run", "--workload", str(tmp_path / "w.jsonl"), "--concurrency", "100000"])
+    assert status == ExitStatus.BAD_OPTIONS and "at most 256" in err and len(err.strip().splitlines()) == 1

@@ -16,6 +16,16 @@ def positive_int(text: str) -> int:
     return value
 
 
+MAX_CONCURRENCY = 256  # recalls at once: past Hindsight's 32 in flight, and each is a thread of the tuner's
+
+
+def concurrency(text: str) -> int:
+    value = positive_int(text)
+    if value > MAX_CONCURRENCY:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_CONCURRENCY} recalls at once, got {value}")
+    return value
+
+
 def int_list(text: str) -> list[int]:
     try:
         values = [int(x) for x in text.split(",") if x.strip()]

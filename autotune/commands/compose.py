@@ -32,7 +32,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from autotune.outputs.ownership import check_compose_out
     from autotune.outputs.profile import load_profile
 
-    check_compose_out(args.out)  # before a profile is looked for: a bad path is refused first
+    check_compose_out(args.out, "--out")  # before a profile is looked for: a bad path is refused first
     profile = args.profile if args.profile is not None else choose_profile(args.profile_dir, default_probe().probe())
     written = write_for_profile(load_profile(profile), profile, env_file=args.env_file, out=args.out,
                                 hindsight_service=args.hindsight_service,

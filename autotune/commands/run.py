@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from autotune.commands.argtypes import finite_float, int_list, non_negative_float, positive_int
+from autotune.commands.argtypes import concurrency, finite_float, int_list, non_negative_float, positive_int
 from autotune.errors import ExitStatus, OptionsError
 from autotune.runtime.targets import DEFAULT_TARGET, TARGET_NAMES
 
@@ -59,7 +59,7 @@ def add_parser(sub: Any) -> None:
                    help="onnx: truncate pairs here, up to the model's positions (Hindsight's ONNX_MAX_TOKENS; "
                         "default 512 or the model's limit); the parity reference uses the same length")
     p.add_argument("--max-threads", type=positive_int, help="cap intra-op threads (default: usable cores)")
-    p.add_argument("--concurrency", type=positive_int, default=None,
+    p.add_argument("--concurrency", type=concurrency, default=None,
                    help="time each candidate under this many concurrent recalls, queueing included; for onnx "
                         "it also searches ONNX_MAX_CONCURRENT (default: 1; for tei, "
                         "HINDSIGHT_API_RERANKER_TEI_MAX_CONCURRENT set in --env-file, else Hindsight's 8)")

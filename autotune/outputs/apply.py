@@ -39,12 +39,17 @@ def choose_profile(profiles_dir: Path, host: HostInfo) -> Path:
     paths = sorted(Path(profiles_dir).glob("*.yaml")) if Path(profiles_dir).is_dir() else []
     if not paths:
         raise OptionsError(f"{profiles_dir} holds no profiles (*.yaml)")
-    candidates = []
+    candidates, matching = [], []
     for path in paths:
         profile = load_profile(path)
         if profile.get("host", {}).get("fingerprint") == host.fingerprint:
-            return path
+            matching.append(path)
         candidates.append((len(check_profile(profile, host)), path, profile))
+    if len(matching) > 1:
+        raise OptionsError(f"{profiles_dir} holds {len(matching)} profiles tuned on this host type "
+                           f"({', '.join(p.name for p in matching)}): pass the one to apply with --profile")
+    if matching:
+        return matching[0]
     _, path, profile = min(candidates, key=lambda c: (c[0], str(c[1])))
     differs = "; ".join(check_profile(profile, host)) or "its host fingerprint differs"
     raise DriftError(f"no profile in {profiles_dir} was tuned on this host type ({host.fingerprint}); the closest is "

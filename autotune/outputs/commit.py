@@ -91,6 +91,7 @@ def check_outputs(paths: OutputPaths, target: Target, name: str, *, inputs: dict
         check_writable(compose)
         check_compose_out(compose)
     if model_out is not None:
+        check_value("--model-out", str(model_out.resolve()))  # the .env names it: one plain line, checked now
         check_model_out(model_out)
         check_writable(model_out.parent / "x")
 

@@ -152,7 +152,7 @@ def render_for_profile(profile: dict[str, Any], profile_file: Path, *, env_file:
 def write_for_profile(profile: dict[str, Any], profile_file: Path, *, env_file: Path, out: Path,
                       hindsight_service: str = "hindsight", model_path_in_container: str | None = None) -> Path:
     """`autotune compose`: the profile's override, never over a file autotune did not write."""
-    check_compose_out(out)
+    check_compose_out(out, "--out")
     text = render_for_profile(profile, profile_file, env_file=env_file, out=out, hindsight_service=hindsight_service,
                               model_path_in_container=model_path_in_container,
                               fallback_container=DEFAULT_CONTAINER_DIR)

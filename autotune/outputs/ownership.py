@@ -93,13 +93,14 @@ def marker_text(profile: str, model_sha256: str) -> str:
     return json.dumps({"generator": "autotune", "profile": profile, "model_sha256": model_sha256}, indent=2) + "\n"
 
 
-def check_compose_out(path: Path) -> None:
-    """A compose override autotune may write: never a base compose file, and absent or autotune's own."""
+def check_compose_out(path: Path, flag: str = "--compose-file") -> None:
+    """A compose override autotune may write: never a base compose file, and absent or autotune's own. `flag` is
+    the option that named it (`compose` calls it `--out`)."""
     path = Path(path)
     if path.name in COMPOSE_BASE_NAMES:
-        raise OptionsError(f"--compose-file {path} is a name docker compose reads as the base file; the override is "
+        raise OptionsError(f"{flag} {path} is a name docker compose reads as the base file; the override is "
                            "passed after it with -f: choose another name, such as compose.autotune.yaml")
-    _check_generated(path, "--compose-file", GENERATED)
+    _check_generated(path, flag, GENERATED)
 
 
 def check_profile_out(path: Path) -> None:

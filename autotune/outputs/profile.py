@@ -64,9 +64,19 @@ class _NoAliasLoader(yaml.SafeLoader):
 
 
 MAPPINGS = ("host", "config", "model", "metrics", "search", "noise", "workload", "parity")
+MAX_PROFILE_BYTES = 8 * 1024 * 1024  # a run's profile is tens of KB; a 200 MB one took 55 s and 811 MB to parse
 
 
 def load_profile(path: Path) -> dict[str, Any]:
+    try:
+        size = Path(path).stat().st_size
+    except FileNotFoundError as exc:
+        raise OptionsError(f"profile {path} does not exist") from exc
+    except OSError as exc:
+        raise OptionsError(f"profile {path} cannot be read: {exc.strerror or exc}") from exc
+    if size > MAX_PROFILE_BYTES:
+        raise OptionsError(f"profile {path} is {size // 2**20} MB, past the {MAX_PROFILE_BYTES // 2**20} MB no "
+                           "profile autotune writes comes near: refused unread")
     try:
         data = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_NoAliasLoader)
     except FileNotFoundError as exc:

@@ -8,6 +8,7 @@ judge (parity again, the pick, load and memory figures) -> commit (`outputs.comm
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -199,6 +200,12 @@ def precheck(ctx: RunContext) -> None:
                               memory_budget_mb=ctx.budget_mb,
                               memory_model=_memory_model(ctx.bundle, ctx.pool, ctx.workload, lengths),
                               lengths=lengths, load=ctx.traffic)
+    if ctx.settings.max_memory_mb is None:  # the default budget, not the user's: room for what they run today
+        raised = ctx.objective.room_for_baseline(default_budget_mb(cap_mb=math.inf))
+        if raised is not None:
+            ctx.budget_mb = raised
+            ctx.stage(f"memory budget raised to {raised:.0f} MB so that Hindsight's defaults, which this host runs "
+                      "today, race beside the tuned configurations (pass --max-memory to hold it lower)")
 
 
 def search(ctx: RunContext, store: Any, progress: ProgressFn | None = None) -> Searched:
@@ -268,8 +275,11 @@ def race(ctx: RunContext, study: optuna.Study, refined: RefineResult | None) -> 
     if kept is not None and pool.effective(kept) not in {pool.effective(c) for c in configs}:
         configs.append(kept)  # the committed pick always races on a rerun, in a place of its own
     if len(configs) == (0 if skipped else 1):  # nothing but Hindsight's defaults: no tuned candidate fits
-        raise OptionsError(f"no configuration fits the memory budget of {budget:.0f} MB: raise --max-memory, "
-                           "or lower --max-tokens or --batch-sizes")
+        trials = study.get_trials(deepcopy=False)
+        refused = sum("memory budget" in str(t.user_attrs.get("rejected", "")) for t in trials)
+        raise OptionsError(f"no configuration fits the memory budget of {budget:.0f} MB: {refused} of the "
+                           f"{len(trials)} trials were refused for memory (the space holds {space.size()} "
+                           "configurations); raise --max-memory or --trials, or lower --max-tokens or --batch-sizes")
     configs, left_out = objective.race_fits(configs, loads=len(objective.load.raced()),
                                             keep=1 if skipped else 2, limit_mb=budget)
     if left_out:

@@ -180,6 +180,19 @@ class Objective:
         return (f"estimated {estimate:.0f} MB (x{ESTIMATE_MARGIN} margin) would pass the memory budget of "
                 f"{self.memory_budget_mb:.0f} MB")
 
+    def room_for_baseline(self, host_mb: float) -> float | None:
+        """A budget that fits Hindsight's defaults with the estimate's margin, where the current one does not and
+        the host (`host_mb`: what it could give the tuner) can; None when no change is needed or possible."""
+        baseline = self.space.baseline()
+        estimate = self.estimate_mb(baseline)
+        if estimate is None or self.memory_budget_mb is None or self.over_budget(baseline, estimate) is None:
+            return None
+        needed = math.ceil((rss_mb() + ESTIMATE_MARGIN * estimate) / 64 + 1) * 64.0
+        if needed > host_mb:
+            return None
+        self.memory_budget_mb = needed
+        return needed
+
     def _excess_mb(self, estimate: float) -> float:
         """How far the RSS now plus the estimate with its margin would pass the budget (> 0: it would)."""
         return rss_mb() + ESTIMATE_MARGIN * estimate - self.memory_budget_mb  # type: ignore[operator]

@@ -33,6 +33,11 @@ def check_bindable(host: str, port: int) -> None:
             raise OptionsError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
 
 
+def listen_url(host: str, port: int) -> str:
+    """The address as a URL a user can paste: an IPv6 host is bracketed (`http://[::]:8080`, not `http://:::8080`)."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def serve(settings: ServeSettings, host: str, port: int, *, graceful_timeout_s: float = 10.0,
           announce: Callable[[str], None] | None = None) -> None:
     """Run until SIGTERM/SIGINT; then finish what is running, within `graceful_timeout_s`, and return.
@@ -45,7 +50,7 @@ def serve(settings: ServeSettings, host: str, port: int, *, graceful_timeout_s: 
     check_bindable(host, port)
     resolve_model(None if settings.model == "default" else Path(settings.model))  # a missing model: exit 3 now
     if announce is not None:
-        announce(f"{settings.config.label()} on http://{host}:{port}")
+        announce(f"{settings.config.label()} on {listen_url(host, port)}")
     service = RerankService(settings)
 
     class _Server(uvicorn.Server):

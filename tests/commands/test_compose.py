@@ -28,3 +28,8 @@ def test_compose_and_report_commands(tmp_path, tiny_model_dir, workload_file):
     (tmp_path / "plain.yaml").write_text("a: 1\n")
     status, _, err = run_cli(["report", "--profile", str(tmp_path / "plain.yaml")])
     assert status == ExitStatus.BAD_OPTIONS and "not an autotune profile" in err
+
+
+def test_compose_names_its_own_flag_when_it_refuses_a_base_file(tmp_path):
+    status, _, err = run_cli(["compose", "--out", str(tmp_path / "compose.yaml")])
+    assert status == ExitStatus.BAD_OPTIONS and "--out " in err and "--compose-file" not in err, err

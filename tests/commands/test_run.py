@@ -281,3 +281,18 @@ def test_timeout_bounds_the_search_not_just_one_phase(tmp_path, tiny_model_dir, 
     assert profile["search"]["trials"] < 60 and profile["search"]["trials_planned"] == 60
     refinement = profile["search"]["refinement"]
     assert refinement is None or refinement["stopped"] in ("time budget", "local optimum")
+
+
+def test_a_model_out_with_a_newline_is_refused_before_measuring(tmp_path, tiny_model_dir, workload_file):
+    """Issue 46, item 13: it was refused only after the whole search."""
+    status, _out, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
+                                "--model-out", str(tmp_path / "m\nx"), "--env-file", str(tmp_path / ".env")])
+    assert status == ExitStatus.BAD_OPTIONS and "--model-out" in err and "line break" in err, err
+    assert "searching" not in err and not (tmp_path / ".env").exists()
+
+
+def test_a_container_path_of_slash_is_refused_before_measuring_for_what_it_is(tmp_path, tiny_model_dir,
+                                                                               workload_file):
+    status, _, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
+                              "--model-path-in-container", "/", "--env-file", str(tmp_path / ".env")])
+    assert status == ExitStatus.BAD_OPTIONS and "absolute directory below /" in err and "searching" not in err, err

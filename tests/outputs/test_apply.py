@@ -74,3 +74,17 @@ def test_apply_on_an_unlike_host_refuses_with_exit_6_and_writes_nothing(tuned, t
                                 str(env), "--force"])
     assert status == ExitStatus.OK and "drift (forced)" in out
     assert managed_values(env) == managed_values(tuned / "run.env")
+
+
+def test_two_profiles_of_this_host_type_are_refused_naming_both(tuned, tmp_path, monkeypatch):
+    """Issue 46, item 13: the first alphabetically was taken without a word."""
+    import shutil
+
+    monkeypatch.setenv("AUTOTUNE_PROBE_FILE", str(probe_file(tmp_path, AVX2_HOST, "same")))
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    for name in ("a-node.yaml", "b-node.yaml"):
+        shutil.copyfile(tuned / "profiles" / "avx2-node.yaml", profiles / name)
+    status, _, err = run_cli(["apply", "--profile-dir", str(profiles), "--env-file", str(tmp_path / ".env")])
+    assert status == ExitStatus.BAD_OPTIONS and "a-node.yaml, b-node.yaml" in err and "--profile" in err, err
+    assert not (tmp_path / ".env").exists()

@@ -65,3 +65,14 @@ def test_a_profile_batch_size_must_be_a_whole_number_in_range(value):
     config = {"batch_size": value, "intra_op_threads": 0, "length_sort": True, "precision": "fp32"}
     with pytest.raises(OptionsError, match=r"batch_size|batch size"):
         profile_config({"config": config})
+
+
+def test_a_huge_profile_is_refused_unread(tmp_path):
+    """Issue 46, item 13: a 200 MB profile took 55 s and 811 MB to parse."""
+    from autotune.outputs.profile import MAX_PROFILE_BYTES, load_profile
+
+    path = tmp_path / "huge.yaml"
+    with open(path, "wb") as fh:
+        fh.truncate(MAX_PROFILE_BYTES + 1)  # sparse: no disk, the size is what is refused
+    with pytest.raises(OptionsError, match="refused unread"):
+        load_profile(path)

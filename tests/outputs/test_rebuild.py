@@ -57,8 +57,9 @@ def test_a_rebuild_that_differs_says_what_to_ship_and_writes_nothing(tmp_path, t
                     "--trials", "2", "--repeats", "1", "--final-rounds", "1", "--refine-rounds", "0"])[0] == 0
     profile = yaml.safe_load((tmp_path / "profiles" / "n.yaml").read_text())
     profile["model"]["emitted_sha256"] = "0" * 64  # as if another onnxruntime had built it
+    profile["model"]["files"]["model.onnx"] = "0" * 64
     (tmp_path / "profiles" / "n.yaml").write_text("# autotune profile\n" + yaml.safe_dump(profile))
     shutil.rmtree(tmp_path / "models")
     status, _, err = run_cli(["apply", "--profile", "profiles/n.yaml", "--env-file", "other.env"])
-    assert status == ExitStatus.BAD_OPTIONS and "copy models/n/ from the host" in err
+    assert status == ExitStatus.BAD_OPTIONS and "copy the model directory from the host" in err and "models/n/" in err
     assert not (tmp_path / "models" / "n").exists() and not (tmp_path / "other.env").exists()

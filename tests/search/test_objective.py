@@ -183,3 +183,18 @@ def test_one_trial_over_the_memory_budget_is_rejected_and_the_search_goes_on(set
     assert "stopped as the tuner's RSS reached" in first.user_attrs["rejected"] and first.constraints["memory"] > 0
     assert "rejected" not in second.user_attrs and second.user_attrs["queries_measured"] == 8
     assert not held
+
+
+def test_the_default_budget_makes_room_for_hindsights_defaults_where_the_host_can(setup):
+    """Issue 46: `--concurrency 4` dropped the baseline from the race ("estimated 1248 MB would pass the memory
+    budget"), though the host could hold it; it is what the user runs today."""
+    objective = _objective(setup, memory_model=ModelMemory(500.0, 2, 4, 32, 64), lengths=[[10, 20]] * 8)
+    estimate = objective.estimate_mb(SPACE.baseline())
+    assert estimate is not None
+    objective.memory_budget_mb = rss_mb() + estimate  # too small for the estimate's margin
+    assert objective.over_budget(SPACE.baseline()) is not None
+    assert objective.room_for_baseline(host_mb=rss_mb() + estimate) is None  # the host cannot: left as it was
+    raised = objective.room_for_baseline(host_mb=1e9)
+    assert raised is not None and objective.memory_budget_mb == raised
+    assert objective.over_budget(SPACE.baseline()) is None
+    assert objective.room_for_baseline(host_mb=1e9) is None  # fits now: nothing more to do

@@ -41,3 +41,11 @@ def test_a_missing_model_stops_serve_before_it_listens(tmp_path):
     with pytest.raises(ModelError):
         serve(settings, "127.0.0.1", free_port(), announce=said.append)
     assert said == []  # nothing announced: it never got as far as listening
+
+
+@pytest.mark.parametrize(("host", "url"), [("127.0.0.1", "http://127.0.0.1:8080"), ("::", "http://[::]:8080"),
+                                           ("::1", "http://[::1]:8080"), ("localhost", "http://localhost:8080")])
+def test_the_banner_url_brackets_an_ipv6_host(host, url):
+    from autotune.serve.app import listen_url
+
+    assert listen_url(host, 8080) == url
