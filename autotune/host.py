@@ -28,6 +28,18 @@ ISA_FLAGS: dict[str, tuple[str, ...]] = {
 }
 
 PROBE_FILE_ENV = "AUTOTUNE_PROBE_FILE"
+AMX_PARTS = ("amx_tile", "amx_int8", "amx_bf16")
+
+
+def amx_support(cpu_flags: set[str], kernel_flags: set[str] | None) -> dict[str, bool | None]:
+    """What the CPU offers of AMX, and whether the OS enables it: Linux lists `amx_*` in /proc/cpuinfo only
+    where its XSAVE setup (XCR0's tile bits) covers the tile state, so a CPU flag the kernel does not list is
+    AMX the OS has not turned on; MLAS then falls back to VNNI. None: the kernel's flags were not readable."""
+    out: dict[str, bool | None] = {part: part in cpu_flags or part.replace("_", "") in cpu_flags
+                                   for part in AMX_PARTS}
+    offered = any(out.values())
+    out["os_enabled"] = None if kernel_flags is None else (offered and "amx_tile" in kernel_flags)
+    return out
 
 
 @dataclass(frozen=True)
@@ -48,6 +60,8 @@ class HostInfo:
     clock_hz: float | None
     onnxruntime: str
     machine: str = field(default_factory=platform.machine)
+    # AMX's parts and the OS's enabling of it: reported, not in the fingerprint (`amx_int8` in `isa` is)
+    amx: dict[str, bool | None] = field(default_factory=dict)
 
     @property
     def fingerprint(self) -> str:
@@ -81,6 +95,7 @@ class HostInfo:
             clock_hz=data.get("clock_hz"),
             onnxruntime=str(data["onnxruntime"]),
             machine=str(data.get("machine", "")),
+            amx=dict(data["amx"]) if isinstance(data.get("amx"), dict) else {},
         )
 
 
@@ -132,6 +147,16 @@ class HostProbe:
                 return _parse_size(self.read_text(f"{base}/index{index}/size"))
         return None
 
+    def kernel_flags(self) -> set[str] | None:
+        """The CPU flags the kernel lists (what it enabled), from /proc/cpuinfo; None where it cannot be read."""
+        text = self.read_text("/proc/cpuinfo")
+        if text is None:
+            return None
+        for line in text.splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+        return None
+
     def onnxruntime_version(self) -> str:
         import onnxruntime
 
@@ -157,6 +182,7 @@ class HostProbe:
             memory_bytes=int(psutil.virtual_memory().total),
             clock_hz=float(hz[0]) if hz and hz[0] else None,
             onnxruntime=self.onnxruntime_version(),
+            amx=amx_support(flags, self.kernel_flags()),
         )
 
 

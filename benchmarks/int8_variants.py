@@ -1,128 +1,88 @@
-"""int8 against fp32 on the embedded default (a trained encoder): which quantization keeps the ranking?
+"""int8 against fp32 on the embedded default (a trained encoder): speed and what the recall keeps, per variant.
 
-For each variant of onnxruntime's dynamic quantization (the format autotune uses, per-tensor; per-channel;
-reduce_range; the attention/FFN output projections kept fp32; only the FFN quantized) this prints, against
-the fp32 reference at batch size 1 with no sort:
-- the parity figures the gate judges (max |Δlogit|, the worst query's Spearman, the worst top-k overlap) and
-  whether `INT8_TOLERANCE` passes it;
-- the mean top-1 kept and the mean top-3 overlap with fp32, which are what a Hindsight user sees;
-- the speed ratio: fp32 p95 ÷ variant p95, interleaved in this run (batch 4, sort on, 2 threads).
+The variants are autotune's own (`autotune.runtime.quantize.Int8Variant`): per-channel and per-tensor scales
+with every weight MatMul int8, and per-channel with the most sensitive MatMuls kept fp32 (the fallback's
+order, `autotune.search.int8_judge.sensitivities`, measured or cached). For each it prints, against the fp32
+reference at batch size 1 with no sort:
+- top-10 kept (mean over queries, and the worst query), top-3 kept, the share of queries whose first result
+  stays first: what a Hindsight user sees;
+- max |Δscore| and the mean logit shift: the score floor;
+- whether `INT8_TOLERANCE` passes it;
+- the speed ratio fp32 p95 / variant p95, interleaved in this run (batch 4, sort on, 2 threads), so the two
+  share whatever else the host was doing.
 
-Both weight formats run: u8s8 (what autotune uses with AVX512-VNNI) and u8u8 (without it). The host's ISA
-is printed; a format's arithmetic is exact on either ISA, its speed is this host's only.
-Usage: python benchmarks/int8_variants.py [--workloads example,longtail] [--rounds 5]
+Both weight formats can run: u8s8 (autotune's with VNNI) and u8u8 (without it); the host's ISA is printed, and
+a format's speed is this host's only.
+Usage: python benchmarks/int8_variants.py [--workloads example,longtail] [--rounds 5] [--formats u8s8]
+       [--keep-fp32 0,6,12,18]
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
 import tempfile
-import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 from _common import WORKLOADS
 
+from autotune.analysis.summary import format_amx
 from autotune.host import default_probe
-from autotune.runtime.engine import EngineConfig
-from autotune.runtime.model import build_default_model, load_model_dir, quiet_root_logger
+from autotune.runtime.engine import REFERENCE, EngineConfig
+from autotune.runtime.model import build_default_model
+from autotune.runtime.quantize import Int8Variant, keep_fp32, least_sensitive_first, quantize_to, weight_matmuls
 from autotune.runtime.sessions import EnginePool
+from autotune.search.int8_judge import sensitivities
 from autotune.search.measure import interleaved, replay
 from autotune.search.parity import INT8_TOLERANCE, compare, reference_scores
 from autotune.search.stats import p95_ms
 
 
-@dataclass(frozen=True)
-class Variant:
-    name: str
-    per_channel: bool = False
-    reduce_range: bool = False
-    exclude: tuple[str, ...] = ()  # initializer-name fragments of the MatMuls kept fp32
-    options: dict[str, Any] = field(default_factory=dict)
-
-
-VARIANTS = [
-    Variant("per-tensor (autotune's)"),
-    Variant("per-channel", per_channel=True),
-    Variant("reduce-range", reduce_range=True),
-    Variant("per-channel, reduce-range", per_channel=True, reduce_range=True),
-    Variant("attention/FFN outputs fp32", exclude=(".output.weight",)),  # both output projections
-    Variant("FFN only (attention fp32)", exclude=("query", "key", "value", "attention.output")),
-]
-
-
-def quantize(bundle: Any, variant: Variant, fmt: str, out_dir: Path) -> Path:
-    """A model directory (the quantized graph and the bundle's tokenizer files) for one variant."""
-    import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    model = onnx.load(str(bundle.onnx_path))
-    excluded = [n.name for n in model.graph.node if n.op_type == "MatMul"
-                and any(part in name for name in n.input for part in variant.exclude)]
-    out_dir.mkdir(parents=True)
-    with warnings.catch_warnings(), quiet_root_logger():
-        warnings.simplefilter("ignore")
-        quantize_dynamic(bundle.onnx_path, out_dir / "model.onnx", op_types_to_quantize=["MatMul"],
-                         weight_type=QuantType.QInt8 if fmt == "u8s8" else QuantType.QUInt8,
-                         per_channel=variant.per_channel, reduce_range=variant.reduce_range,
-                         nodes_to_exclude=excluded,
-                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
-    for name in ("tokenizer.json", "tokenizer_config.json", "config.json", "special_tokens_map.json"):
-        if (bundle.directory / name).exists():
-            shutil.copy2(bundle.directory / name, out_dir / name)
-    return out_dir
-
-
-def result_agreement(reference: list[np.ndarray], scores: list[np.ndarray]) -> tuple[float, float]:
-    """Mean over queries: top-1 kept, and the share of fp32's top 3 still in the top 3."""
-    top1 = [int(np.argmax(r) == np.argmax(s)) for r, s in zip(reference, scores, strict=True)]
-    k = [len(set(np.argsort(-r)[:3]) & set(np.argsort(-s)[:3])) / min(3, len(r))
-         for r, s in zip(reference, scores, strict=True)]
-    return float(np.mean(top1)), float(np.mean(k))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workloads", default="example,longtail")
+    parser.add_argument("--workloads", default="example")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--formats", default="u8s8,u8u8")
-    parser.add_argument("--variants", default="all", help="comma-separated indices into VARIANTS (0-based)")
+    parser.add_argument("--keep-fp32", default="0,6,12,18",
+                        help="per-channel variants with this many of the most sensitive MatMuls kept fp32")
     args = parser.parse_args()
     host = default_probe().probe()
     bundle = build_default_model()
-    print(f"host: {host.brand}, {host.cores.usable} usable cores, avx512_vnni={host.has_vnni}, "
+    print(f"host: {host.brand}, {host.cores.usable} usable cores, isa "
+          f"{', '.join(k for k, v in host.isa.items() if v)}; amx: {format_amx(host.amx)}; "
           f"onnxruntime {host.onnxruntime}; model: {bundle.name}")
-    print(f"gate (INT8_TOLERANCE): max|Δ| <= {INT8_TOLERANCE.max_abs}, Spearman >= {INT8_TOLERANCE.min_spearman}, "
-          f"top-k >= {INT8_TOLERANCE.min_topk}")
+    t = INT8_TOLERANCE
+    print(f"gate: top-10 kept >= {t.min_topk_mean} mean, >= {t.min_topk} worst; max|Δ| <= {t.max_abs}; "
+          f"|shift| <= {t.max_shift} logits")
     timed = EngineConfig(4, 2, True, "fp32")
+    int8 = EngineConfig(4, 2, True, "int8")
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.workloads.split(","):
             workload = WORKLOADS[name]()
             fp32 = EnginePool(bundle, has_vnni=host.has_vnni)
             reference = reference_scores(fp32, workload, host.onnxruntime)
-            print(f"\n[{name}] {len(workload.queries)} queries")
-            print(f"  {'format':6}  {'variant':30}  {'max|Δ|':>7}  {'Spearman':>8}  {'top-k':>5}  "
-                  f"{'top-1 kept':>10}  {'top-3':>5}  {'fp32/int8 p95':>13}  gate")
+            source = fp32.model_path(REFERENCE)
+            total = len(weight_matmuls(source))
+            pairs = sum(len(q.documents) for q in workload.queries)
+            print(f"\n[{name}] {len(workload.queries)} queries, {pairs} pairs")
+            print(f"  {'format':6}  {'variant':28}  {'top-10 mean/worst':>17}  {'top-3':>5}  {'top-1':>5}  "
+                  f"{'max|Δ|':>6}  {'shift':>6}  {'fp32/int8 p95':>13}  gate")
             for fmt in args.formats.split(","):
-                for i, variant in enumerate(VARIANTS):
-                    if args.variants != "all" and str(i) not in args.variants.split(","):
-                        continue
-                    directory = quantize(bundle, variant, fmt, Path(tmp) / f"{name}-{fmt}-{i}")
-                    pool = EnginePool(load_model_dir(directory), has_vnni=host.has_vnni)
-                    scores = replay(pool.engine(EngineConfig(1, 0, False, "fp32")), workload.queries,
-                                    keep_scores=True).scores
-                    report = compare(reference, scores, INT8_TOLERANCE)
-                    top1, top3 = result_agreement(reference, scores)
-                    passes = interleaved([fp32.engine(timed).score, pool.engine(timed).score], workload.queries,
-                                         args.rounds)
+                vnni = fmt == "u8s8"
+                variants = [Int8Variant("per-channel", matmuls=total), Int8Variant("per-tensor", matmuls=total)]
+                order = least_sensitive_first(sensitivities(fp32, source, workload, reference,
+                                                            scales="per-channel", has_vnni=vnni)[0])
+                variants += [Int8Variant("per-channel", keep_fp32(order, total - k), total)
+                             for k in map(int, args.keep_fp32.split(",")) if k]
+                for i, variant in enumerate(variants):
+                    path = quantize_to(Path(tmp) / f"{name}-{fmt}-{i}.onnx", source, has_vnni=vnni, variant=variant)
+                    scores = replay(fp32.engine_on(path, REFERENCE), workload.queries, keep_scores=True).scores
+                    r = compare(reference, scores, INT8_TOLERANCE)
+                    passes = interleaved([fp32.engine(timed).score, fp32.engine_on(path, int8).score],
+                                         workload.queries, args.rounds)
                     ratio = p95_ms(passes[0]) / p95_ms(passes[1])
-                    print(f"  {fmt:6}  {variant.name:30}  {report.max_abs:7.3f}  {report.spearman:8.4f}  "
-                          f"{report.topk:5.2f}  {top1:10.2f}  {top3:5.2f}  {ratio:12.2f}x  "
-                          f"{'pass' if report.passed else 'fail'}")
-                    pool.release()
+                    print(f"  {fmt:6}  {variant.label():28}  {r.topk_mean:9.3f}/{r.topk:.2f}     {r.top3_mean:5.3f}  "
+                          f"{r.top1:5.2f}  {r.max_abs:6.3f}  {r.shift:+6.3f}  {ratio:12.2f}x  "
+                          f"{'pass' if r.passed else 'fail'}")
 
 
 if __name__ == "__main__":

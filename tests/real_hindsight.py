@@ -230,8 +230,10 @@ def cli(*args: str) -> tuple[int, str, str]:
 
 
 def cutover_flow(h: RealHindsight, work: Path, *, queries: list[str], budget: str = "mid", trials: int = 6,
-                 memories_n: int = 240, bad_batch: int = 256, rounds: int = 3) -> dict[str, Any]:
-    """retain -> record -> self-check -> run -> cut over -> verify; then a deliberately bad cutover -> verify."""
+                 memories_n: int = 240, bad_batch: int = 256, rounds: int = 3,
+                 precisions: str | None = None) -> dict[str, Any]:
+    """retain -> record -> self-check -> run -> cut over -> verify; then a deliberately bad cutover -> verify.
+    `precisions` narrows the run's (`int8`: the cutover hands Hindsight the int8 model)."""
     from autotune.outputs.envfile import managed_values
     from autotune.runtime.model import build_default_model
     from autotune.search.selfcheck import check_recording
@@ -242,7 +244,7 @@ def cutover_flow(h: RealHindsight, work: Path, *, queries: list[str], budget: st
     qfile.write_text("\n".join(queries) + "\n")
     url = h.start(onnx_defaults(build_default_model().directory))
     h.retain("autotune-test", memories(memories_n))
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"work": work}
 
     def record(name: str) -> Path:
         path = work / name
@@ -260,7 +262,7 @@ def cutover_flow(h: RealHindsight, work: Path, *, queries: list[str], budget: st
     status, stdout, stderr = cli("run", "--workload", str(before), "--env-file", str(env), "--profile-dir",
                                  str(work / "profiles"), "--model-out", str(work / "models" / "tuned"), "--name",
                                  "tuned", "--no-compose", "--trials", str(trials), "--repeats", "1",
-                                 "--final-rounds", "2")
+                                 "--final-rounds", "2", *(("--precisions", precisions) if precisions else ()))
     assert status == 0, stderr
     out["run:stdout"] = stdout
     tuned = managed_values(env)

@@ -37,3 +37,30 @@ def test_usable_cores_is_affinity_capped_by_quota():
     host = Container().probe()
     assert host.cores.usable == 4
     assert set(host.isa) == {"avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8"}
+
+
+def test_amx_is_reported_with_whether_the_os_enables_it():
+    """Issue 44: the CPU's AMX parts, and the kernel's listing of them (what XCR0 enables), apart."""
+    from autotune.analysis.summary import format_amx
+    from autotune.host import amx_support
+
+    cpu = {"avx512_vnni", "amx_tile", "amx_int8", "amx_bf16"}
+    on = amx_support(cpu, kernel_flags=cpu)
+    assert on == {"amx_tile": True, "amx_int8": True, "amx_bf16": True, "os_enabled": True}
+    off = amx_support(cpu, kernel_flags={"avx512_vnni"})
+    assert off["amx_int8"] and off["os_enabled"] is False
+    assert amx_support({"avx2"}, kernel_flags={"avx2"})["os_enabled"] is False
+    assert amx_support(cpu, kernel_flags=None)["os_enabled"] is None
+    assert "use the tiles" in format_amx(on) and "int8 runs on VNNI" in format_amx(off)
+    assert format_amx({}).startswith("none")
+
+
+def test_amx_is_not_part_of_the_fingerprint():
+    """Profiles committed before AMX was reported keep matching their hosts."""
+    from dataclasses import replace
+
+    from autotune.host import HostProbe
+
+    host = HostProbe().probe()
+    assert replace(host, amx={}).fingerprint == host.fingerprint
+    assert HostInfo.from_dict(host.to_dict()) == host

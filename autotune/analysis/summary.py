@@ -31,12 +31,25 @@ def format_host(host: HostInfo) -> str:
     return "\n".join([
         f"cpu          {host.brand}",
         f"isa          {isa}",
+        f"amx          {format_amx(host.amx)}",
         f"cores        physical {host.cores.physical}, logical {host.cores.logical}, usable {host.cores.usable}",
         f"cache        {caches or 'unknown'}",
         f"memory       {host.memory_bytes / 1024 ** 3:.1f} GiB",
         f"onnxruntime  {host.onnxruntime}",
         f"fingerprint  {host.fingerprint}",
     ])
+
+
+def format_amx(amx: dict[str, bool | None]) -> str:
+    """AMX's parts, and whether int8 GEMMs can use them: the CPU must offer AMX-INT8 and the OS enable the tiles."""
+    parts = [p for p in ("amx_tile", "amx_int8", "amx_bf16") if amx.get(p)]
+    if not parts:
+        return "none (int8 runs on VNNI where there is VNNI)"
+    enabled = amx.get("os_enabled")
+    state = ("enabled by the OS: onnxruntime's int8 GEMMs use the tiles" if enabled else
+             "not enabled by the OS (no tile state in XCR0): int8 runs on VNNI" if enabled is False else
+             "whether the OS enables it could not be read")
+    return f"{', '.join(parts)}; {state}"
 
 
 def format_result(result: SearchResult) -> str:

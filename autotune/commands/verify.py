@@ -85,9 +85,11 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"note: {note}", file=out)
     gate = _gate(args, profile)
     if result.agreement is not None:
+        int8 = ((profile or {}).get("config") or {}).get("precision") == "int8"
         print(f"results: {result.agreement.summary()} against what each recall returned before "
               f"({len(result.agreement.per_query)} recalls; floor: mean {gate.min_mean:g}, any recall "
-              f"{gate.min_query:g})", file=out)
+              f"{gate.min_query:g})" + ("; the int8 model live against fp32 as recorded before" if int8 else ""),
+              file=out)
     gain = result.gain
     if gain is None:
         print("no --before: the gain cannot be judged (record before the cutover, then pass it)", file=out)

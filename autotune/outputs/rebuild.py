@@ -59,6 +59,7 @@ def _rebuild(profile: dict[str, Any], host: HostInfo, target: Target, destinatio
     from autotune.outputs.profile import profile_config, profile_max_tokens
     from autotune.runtime.backends import inspect_graph
     from autotune.runtime.model import resolve_model
+    from autotune.runtime.quantize import Int8Variant
 
     model = profile.get("model") or {}
     ref = str(model.get("ref", "default"))
@@ -68,7 +69,7 @@ def _rebuild(profile: dict[str, Any], host: HostInfo, target: Target, destinatio
                            f"{str(model['sha256'])[:12]}: {ship}")
     pool = target.pool(bundle, has_vnni=host.has_vnni, usable_cores=host.cores.usable,
                        max_tokens=profile_max_tokens(profile))
-    pool.use_int8(str(model.get("int8_variant") or "per-tensor"))  # profiles before variants ran per-tensor
+    pool.use_int8(Int8Variant.from_dict(model.get("int8_variant")))  # profiles before variants ran per-tensor
     max_tokens = int(model.get("max_tokens") or bundle.max_length)
     return stage_model_dir(destination, onnx_file=pool.model_path(profile_config(profile)) or bundle.onnx_path,
                            source_dir=bundle.directory, input_names=inspect_graph(bundle.onnx_path)[0],

@@ -32,13 +32,14 @@ from autotune.runtime.space import SearchSpace
 from autotune.runtime.targets import SpaceLimits, Target, get_target
 from autotune.search.client_sizing import hindsight_concurrency, measure_client_sizing
 from autotune.search.finalists import Finalist, SearchResult, challenge, choose, finalists_from, rerace
+from autotune.search.int8_judge import Int8Verdict
 from autotune.search.measure import Load, replay
 from autotune.search.memory import ModelMemory, PeakRss, default_budget_mb, process_peak_mb, rss_mb
 from autotune.search.memory_guard import measuring
 from autotune.search.noise import NoiseSample, trustworthiness, wait_quiet
 from autotune.search.objective import Objective
 from autotune.search.parity import compare, reference_scores
-from autotune.search.prechecks import Dropped, Int8Verdict, prechecked
+from autotune.search.prechecks import Dropped, prechecked
 from autotune.search.refine import Refiner, RefineResult, neighbours_summary
 from autotune.search.selfcheck import SelfCheck, logits_from_scores, self_check
 from autotune.search.served_memory import BurstPlan, measure_served
@@ -188,7 +189,7 @@ def precheck(ctx: RunContext) -> None:
     ctx.stage("judging int8 by the results it keeps, and the fused graph, once before the search")
     ctx.int8_considered = "int8" in ctx.space.precisions
     ctx.space, ctx.dropped, ctx.int8 = prechecked(ctx.space, ctx.pool, ctx.workload, ctx.reference,
-                                                  ctx.settings.int8_tolerance)
+                                                  ctx.settings.int8_tolerance, has_vnni=ctx.host.has_vnni)
     for line in ctx.int8.lines() if ctx.int8 is not None else ():
         ctx.stage(line)
     for d in ctx.dropped:
@@ -495,4 +496,4 @@ def _int8_sample(pool: ScoringPool, config: EngineConfig, workload: Workload, re
     quant = np.concatenate(int8)
     step = max(1, len(fp32) // limit)
     return {"fp32": [round(float(x), 6) for x in fp32[::step]], "int8": [round(float(x), 6) for x in quant[::step]],
-            **({} if verdict is None else {"variant": verdict.chosen, "variants": verdict.to_dict()["variants"]})}
+            **({} if verdict is None else {"variant": verdict.to_dict()["chosen"], "judged": verdict.to_dict()})}

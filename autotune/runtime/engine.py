@@ -19,6 +19,7 @@ from autotune.runtime.model import PRECISIONS, ModelBundle
 
 if TYPE_CHECKING:
     from autotune.runtime.backends import Backend
+    from autotune.runtime.quantize import Int8Variant
     from autotune.runtime.tokenize import PairTokenizer
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
@@ -279,7 +280,7 @@ class ScoringPool(Protocol):
     bundle: ModelBundle  # the model it scores (and the parity reference's)
     traits: EngineTraits
     checkpoint: Path | None  # the PyTorch weights it runs, where it runs PyTorch
-    int8_variant: str  # which int8 graph `precision="int8"` runs, where it runs one
+    int8_variant: Int8Variant  # which int8 graph `precision="int8"` runs, where it runs one
 
     def engine(self, config: EngineConfig) -> Scoring: ...
 

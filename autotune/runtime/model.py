@@ -190,57 +190,6 @@ def quiet_root_logger() -> Iterator[None]:
         logging.disable(logging.NOTSET)
 
 
-def int8_format(has_vnni: bool) -> str:
-    """Which dynamic-quantization format to use on this host.
-
-    Dynamic quantization makes activations uint8. With int8 weights (U8S8), CPUs without
-    VNNI multiply through `vpmaddubsw`, whose int16 accumulator can saturate and corrupt
-    scores; ORT's docs advise U8U8 (or reduce_range) there. With VNNI (`vpdpbusd`
-    accumulates in int32) U8S8 is both exact and the fast path.
-    """
-    return "u8s8" if has_vnni else "u8u8"
-
-
-INT8_VARIANTS = ("per-channel", "per-tensor")  # tried in this order: per-channel keeps more of the results
-
-
-def int8_model_path(bundle: ModelBundle, has_vnni: bool, source: Path | None = None, graph: str = "plain",
-                    variant: str = "per-tensor") -> Path:
-    """Quantize (once, cached by fp32 sha256, graph, ORT version, format and variant) and return the path.
-
-    `source` is the fp32 graph to quantize (the fused variant's file for `graph="fused"`); its
-    MatMuls are quantized, a fused Attention kernel stays fp32. `variant` is one scale per weight
-    tensor, or one per output channel (finer, so closer to fp32, at the same int8 GEMM cost).
-    """
-    if variant not in INT8_VARIANTS:
-        raise ModelError(f"unknown int8 variant {variant!r}; choose from {', '.join(INT8_VARIANTS)}")
-    import onnxruntime
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    fmt = int8_format(has_vnni)
-    tag = ("" if graph == "plain" else f"-{graph}") + ("" if variant == "per-tensor" else f"-{variant}")
-    target = (cache_dir() / "int8" / f"{bundle.sha256[:16]}{tag}-ort{onnxruntime.__version__}-{fmt}"
-              / "model.onnx")
-
-    def quantize(tmp: Path) -> None:
-        try:
-            with warnings.catch_warnings(), quiet_root_logger():
-                warnings.simplefilter("ignore")
-                quantize_dynamic(
-                    source or bundle.onnx_path,
-                    tmp,
-                    op_types_to_quantize=["MatMul"],  # embeddings and LayerNorm stay fp32
-                    weight_type=QuantType.QInt8 if fmt == "u8s8" else QuantType.QUInt8,
-                    per_channel=variant == "per-channel",
-                    # a fused Attention's output has no inferred type: it is fp32, as every activation here
-                    extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-                )
-        except Exception as exc:
-            raise ModelError(f"int8 quantization of {bundle.onnx_path} failed: {exc}") from exc
-
-    return cached_build(target, quantize)
-
-
 def cached_build(target: Path, make: Callable[[Path], None]) -> Path:
     """`target` if it exists; else `make` writes a temporary file beside it, renamed into place only
     when whole, so a crash or a concurrent run never leaves half a model where a cached one belongs."""

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from autotune.runtime.backends import Backend, OrtBackend
 from autotune.runtime.engine import EngineConfig, EngineTraits, Pairs, RerankEngine
-from autotune.runtime.model import ModelBundle, int8_model_path
+from autotune.runtime.model import ModelBundle
+from autotune.runtime.quantize import Int8Variant, int8_model_path
 from autotune.runtime.tokenize import PairTokenizer
 
 SessionKey = tuple[str, str, int, bool, bool]
@@ -32,9 +33,9 @@ class EnginePool:
         self._backends: dict[SessionKey, Backend] = {}
         self._max_sessions = max_sessions
         self.checkpoint: Path | None = None  # ONNX Runtime needs no PyTorch weights
-        self.int8_variant = "per-tensor"  # which int8 graph `precision="int8"` runs (`use_int8` changes it)
+        self.int8_variant = Int8Variant()  # which int8 graph `precision="int8"` runs (`use_int8` changes it)
 
-    def use_int8(self, variant: str) -> None:
+    def use_int8(self, variant: Int8Variant) -> None:
         """Run `variant` for every int8 configuration from now on; int8 sessions of another are dropped."""
         if variant != self.int8_variant:
             self.int8_variant = variant
@@ -100,6 +101,13 @@ class EnginePool:
 
     def engine(self, config: EngineConfig) -> RerankEngine:
         return self._engine(self.backend(config), config)
+
+    def engine_on(self, path: Path, config: EngineConfig) -> RerankEngine:
+        """An engine on a graph file of the caller's (an int8 variant being judged), outside the pooled sessions."""
+        run = self.effective(config)
+        backend = OrtBackend(path, threads=run.intra_op_threads, dtype="float32" if config.precision == "fp32"
+                             else "int8", spinning=run.spinning, mem_arena=config.mem_arena)
+        return self._engine(backend, config)
 
     def _engine(self, backend: Backend, config: EngineConfig) -> RerankEngine:
         return RerankEngine(backend, self.tokenizer, batch_size=config.batch_size,

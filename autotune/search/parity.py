@@ -161,6 +161,11 @@ def _logit(scores: np.ndarray) -> np.ndarray:
     return np.log(p / (1 - p))
 
 
+def logits(scores: Sequence[np.ndarray]) -> np.ndarray:
+    """Every pair's score as a logit, in one array (clipped where a score is saturated)."""
+    return np.concatenate([_logit(s) for s in scores]) if len(scores) else np.zeros(0)
+
+
 def reference_scores(pool: EnginePool, workload: Workload, onnxruntime_version: str) -> list[np.ndarray]:
     """fp32, batch size 1, no sort; cached per (model, workload, onnxruntime, max length)."""
     key = f"{pool.bundle.sha256[:16]}-{workload.sha256[:16]}-ort{onnxruntime_version}-L{pool.max_length}"

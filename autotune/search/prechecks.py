@@ -4,7 +4,8 @@
   (per-channel or per-tensor scales), and hardly on batch size, threads or sort (see
   `benchmarks/int8_parity.py`). Each variant is judged once at batch size 1, in the workload's order,
   by the results (the int8 tolerance: the top 10 kept, above a score floor); the first that passes is
-  the `int8` the search runs, and if none does, `int8` leaves the space with every variant's figures.
+  the `int8` the search runs; where none does, the most sensitive MatMuls go back to fp32 until one does
+  (`int8_judge`), and only if none then passes does `int8` leave the space, with every variant's figures.
   A finalist in int8 is checked again on the full workload, as every finalist is.
 - the fused graph: made once; when attention does not fuse, `fused` leaves the space.
 """
@@ -18,8 +19,8 @@ import numpy as np
 from autotune.errors import ModelError, OptionsError
 from autotune.runtime.engine import REFERENCE, ScoringPool
 from autotune.runtime.space import SearchSpace
-from autotune.search.measure import replay
-from autotune.search.parity import ParityReport, Tolerance, compare
+from autotune.search.int8_judge import Int8Verdict, judge_int8
+from autotune.search.parity import Tolerance
 from autotune.workload.queries import Workload
 
 
@@ -36,41 +37,6 @@ class Dropped:
         return f"{self.knob}={self.value} left out of the search: {self.reason}"
 
 
-@dataclass(frozen=True)
-class Int8Verdict:
-    """Each int8 variant's figures against fp32, and the one the search runs (None: int8 is left out)."""
-
-    reports: tuple[tuple[str, ParityReport], ...]
-    chosen: str | None
-
-    def lines(self) -> list[str]:
-        return [f"int8 {variant}: {report.results()}: " + ("passes" if report.passed else f"fails: {report.reason()}")
-                for variant, report in self.reports]
-
-    def reason(self) -> str:
-        return "; ".join(f"{variant}: {report.reason()}" for variant, report in self.reports)
-
-    def to_dict(self) -> dict[str, object]:
-        return {"chosen": self.chosen, "variants": {v: r.to_dict() for v, r in self.reports}}
-
-
-def int8_variants(pool: ScoringPool, workload: Workload, reference: list[np.ndarray],
-                  tolerance: Tolerance) -> Int8Verdict:
-    """Judge each int8 variant at batch size 1 and leave the pool running the first that passes."""
-    from autotune.runtime.model import INT8_VARIANTS
-
-    reports = []
-    for variant in INT8_VARIANTS:
-        pool.use_int8(variant)
-        scores = replay(pool.engine(replace(REFERENCE, precision="int8")), workload.queries, keep_scores=True).scores
-        report = compare(reference, scores, tolerance)
-        reports.append((variant, report))
-        if report.passed:
-            return Int8Verdict(tuple(reports), variant)
-    pool.release()
-    return Int8Verdict(tuple(reports), None)
-
-
 def fused_graph(pool: ScoringPool) -> str | None:
     """None when the fused graph exists (made now if need be), else why it cannot be made."""
     from autotune.runtime.fusion import FusionUnavailable
@@ -85,7 +51,8 @@ def fused_graph(pool: ScoringPool) -> str | None:
 
 
 def prechecked(space: SearchSpace, pool: ScoringPool, workload: Workload, reference: list[np.ndarray],
-               int8_tolerance: Tolerance) -> tuple[SearchSpace, list[Dropped], Int8Verdict | None]:
+               int8_tolerance: Tolerance, *, has_vnni: bool = True,
+               int8_fallback: bool = True) -> tuple[SearchSpace, list[Dropped], Int8Verdict | None]:
     """The space without the knob values that cannot win, why each went, and how int8 was judged."""
     dropped: list[Dropped] = []
     verdict = None
@@ -95,7 +62,7 @@ def prechecked(space: SearchSpace, pool: ScoringPool, workload: Workload, refere
             dropped.append(Dropped("graph", "fused", reason))
             space = space.narrowed(graphs=tuple(g for g in space.graphs if g != "fused"))
     if "int8" in space.precisions:
-        verdict = int8_variants(pool, workload, reference, int8_tolerance)
+        verdict = judge_int8(pool, workload, reference, int8_tolerance, has_vnni=has_vnni, fallback=int8_fallback)
         if verdict.chosen is None:
             reason = verdict.reason()
             dropped.append(Dropped("precision", "int8", f"no variant keeps the results at batch size 1: {reason}"))

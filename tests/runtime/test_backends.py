@@ -7,7 +7,8 @@ import pytest
 
 from autotune.runtime.backends import Backend, OrtBackend
 from autotune.runtime.engine import RerankEngine
-from autotune.runtime.model import build_default_model, default_weights_dir, int8_model_path
+from autotune.runtime.model import build_default_model, default_weights_dir
+from autotune.runtime.quantize import int8_model_path
 from autotune.runtime.tokenize import PairTokenizer
 from tests.conftest import DOCS
 

@@ -7,7 +7,8 @@ import shutil
 import pytest
 
 from autotune.errors import MissingDependencyError, ModelError
-from autotune.runtime.model import INSTALL_HINT, default_weights_dir, int8_format, load_model_dir
+from autotune.runtime.model import INSTALL_HINT, default_weights_dir, load_model_dir
+from autotune.runtime.quantize import int8_format
 
 
 def test_sentence_transformers_onnx_layout(tmp_path, tiny_model_dir):

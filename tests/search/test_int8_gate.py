@@ -17,9 +17,9 @@ from autotune.runtime.engine import REFERENCE, logit, sigmoid
 from autotune.runtime.model import resolve_model
 from autotune.runtime.sessions import EnginePool
 from autotune.runtime.tokenize import PairTokenizer
+from autotune.search.int8_judge import judge_int8
 from autotune.search.measure import replay
 from autotune.search.parity import INT8_TOLERANCE, compare
-from autotune.search.prechecks import int8_variants
 from autotune.workload.queries import load_workload
 from tests.support.paths import EXAMPLE_WORKLOAD
 
@@ -37,11 +37,12 @@ def default():  # type: ignore[no-untyped-def]
 
 def test_per_channel_int8_of_the_default_keeps_the_results_and_is_chosen(default):
     pool, workload, reference = default
-    verdict = int8_variants(pool, workload, reference, INT8_TOLERANCE)
-    assert verdict.chosen == "per-channel", verdict.lines()
-    report = dict(verdict.reports)["per-channel"]
+    verdict = judge_int8(pool, workload, reference, INT8_TOLERANCE, has_vnni=True)
+    assert verdict.chosen is not None and verdict.chosen.scales == "per-channel", verdict.lines()
+    assert verdict.chosen.fp32_nodes == () and verdict.chosen.label() == "per-channel, 36/36 MatMuls"
+    report = dict(verdict.reports)[verdict.chosen]
     assert report.topk_mean >= 0.95 and report.topk >= 0.8 and abs(report.shift) <= 0.2
-    assert pool.int8_variant == "per-channel"  # what the search then runs
+    assert pool.int8_variant == verdict.chosen  # what the search then runs
 
 
 def _order_kept(reference, candidate):  # type: ignore[no-untyped-def]
@@ -88,3 +89,21 @@ def test_a_tokenizer_that_does_not_match_the_model_is_rejected_by_the_floor(defa
     scores = replay(wrong.engine(REFERENCE), workload.queries, keep_scores=True).scores
     report = compare(reference, scores, INT8_TOLERANCE)
     assert not report.passed and "max |Δscore|" in report.reason(), report.reason()
+
+
+@pytest.mark.slow
+def test_where_no_variant_passes_the_most_sensitive_matmuls_go_back_to_fp32(default, tmp_path, monkeypatch):
+    """A gate stricter than either whole variant meets (every query's top 10 within one result): the fallback
+    measures each MatMul alone, keeps the most sensitive in fp32, and finds a partial variant that passes. Its
+    sensitivities are cached: the second judging measures none."""
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path))
+    pool, workload, reference = default
+    strict = replace(INT8_TOLERANCE, min_topk_mean=0.995, min_topk=0.95)
+    verdict = judge_int8(pool, workload, reference, strict, has_vnni=True)
+    assert [v.fp32_nodes for v, _ in verdict.reports[:2]] == [(), ()]
+    assert not any(r.passed for _, r in verdict.reports[:2])
+    assert verdict.chosen is not None and 0 < len(verdict.chosen.fp32_nodes) < 36, verdict.lines()
+    assert dict(verdict.reports)[verdict.chosen].passed and pool.int8_variant == verdict.chosen
+    assert verdict.sensitivity == "measured" and "MatMul sensitivities measured" in verdict.lines()[-1]
+    again = judge_int8(pool, workload, reference, strict, has_vnni=True)
+    assert again.sensitivity == "cached" and again.chosen == verdict.chosen

@@ -27,6 +27,7 @@ from autotune.runtime.engine import (
     sigmoid,
 )
 from autotune.runtime.model import ModelBundle
+from autotune.runtime.quantize import Int8Variant
 from autotune.runtime.space import SearchSpace
 from autotune.runtime.targets.base import (
     PREFIX,
@@ -93,7 +94,7 @@ class LocalPool:
         self.checkpoint: Path | None = checkpoint
         self.model = load_cross_encoder(checkpoint)
         self.zero_threads = hindsight_native_threads(usable_cores)
-        self.int8_variant = "per-tensor"  # never used: PyTorch runs fp32 only
+        self.int8_variant = Int8Variant()  # never used: PyTorch runs fp32 only
 
     def effective(self, config: EngineConfig) -> EngineConfig:
         """PyTorch reads only batch size, bucket batching and threads; the rest is ORT's."""

@@ -1,0 +1,136 @@
+"""int8 graphs: which variant (per-tensor or per-channel scales, and which weight MatMuls stay fp32), quantized
+once and cached, or written to a scratch file while a variant is being judged.
+
+onnxruntime's dynamic quantization makes the weights int8 ahead of time and the activations uint8 per batch.
+Finer scales (one per output channel) keep closer to fp32 at the same int8 GEMM cost; a MatMul kept in fp32
+keeps all of its accuracy and loses its int8 speed. Which variant keeps what the recall returns is the
+search's question (`search/int8_judge.py`); this module only builds them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from autotune.errors import ModelError
+from autotune.paths import cache_dir
+
+SCALES = ("per-channel", "per-tensor")  # tried in this order: per-channel keeps more of the results
+
+
+def int8_format(has_vnni: bool) -> str:
+    """Which dynamic-quantization format to use on this host.
+
+    Dynamic quantization makes activations uint8. With int8 weights (U8S8), CPUs without
+    VNNI multiply through `vpmaddubsw`, whose int16 accumulator can saturate and corrupt
+    scores; ORT's docs advise U8U8 (or reduce_range) there. With VNNI (`vpdpbusd`
+    accumulates in int32) U8S8 is both exact and the fast path; MLAS picks AMX tiles for it
+    by itself where the CPU and the OS enable them.
+    """
+    return "u8s8" if has_vnni else "u8u8"
+
+
+@dataclass(frozen=True)
+class Int8Variant:
+    """One int8 graph: its scales, and the weight MatMuls left in fp32 (most sensitive first)."""
+
+    scales: str = "per-tensor"
+    fp32_nodes: tuple[str, ...] = ()
+    matmuls: int = 0  # weight MatMuls in the graph, for the label (0: not counted)
+
+    def __post_init__(self) -> None:
+        if self.scales not in SCALES:
+            raise ModelError(f"unknown int8 scales {self.scales!r}; choose from {', '.join(SCALES)}")
+
+    def label(self) -> str:
+        if not self.matmuls:
+            return self.scales
+        return f"{self.scales}, {self.matmuls - len(self.fp32_nodes)}/{self.matmuls} MatMuls"
+
+    def tag(self) -> str:
+        """What tells this variant's cached graph from another's."""
+        tag = "" if self.scales == "per-tensor" else f"-{self.scales}"
+        if self.fp32_nodes:
+            tag += "-fp32x" + hashlib.sha256("\n".join(self.fp32_nodes).encode()).hexdigest()[:10]
+        return tag
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"scales": self.scales, "fp32_nodes": list(self.fp32_nodes), "matmuls": self.matmuls}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Int8Variant:
+        """A profile's record; a profile written before variants existed ran per-tensor, every MatMul int8."""
+        if isinstance(data, str):  # a bare scales name
+            return cls(scales=data)
+        if not isinstance(data, dict):
+            return cls()
+        nodes = data.get("fp32_nodes") or []
+        return cls(scales=str(data.get("scales", "per-tensor")), fp32_nodes=tuple(str(n) for n in nodes),
+                   matmuls=int(data.get("matmuls") or 0))
+
+
+def weight_matmuls(path: Path) -> list[str]:
+    """The MatMul nodes that multiply by a weight (an initializer): the ones quantization makes int8."""
+    model = onnx.load(str(path), load_external_data=False)
+    weights = {init.name for init in model.graph.initializer}
+    return [n.name for n in model.graph.node if n.op_type == "MatMul" and any(i in weights for i in n.input)]
+
+
+def quantize_to(out: Path, source: Path, *, has_vnni: bool, variant: Int8Variant) -> Path:
+    """Write `source` quantized as `variant` to `out`."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from autotune.runtime.model import quiet_root_logger
+
+    fmt = int8_format(has_vnni)
+    try:
+        with warnings.catch_warnings(), quiet_root_logger():
+            warnings.simplefilter("ignore")
+            quantize_dynamic(
+                source,
+                out,
+                op_types_to_quantize=["MatMul"],  # embeddings and LayerNorm stay fp32
+                weight_type=QuantType.QInt8 if fmt == "u8s8" else QuantType.QUInt8,
+                per_channel=variant.scales == "per-channel",
+                nodes_to_exclude=list(variant.fp32_nodes),
+                # a fused Attention's output has no inferred type: it is fp32, as every activation here
+                extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+            )
+    except Exception as exc:
+        raise ModelError(f"int8 quantization of {source} failed: {exc}") from exc
+    return out
+
+
+def int8_model_path(bundle: Any, has_vnni: bool, source: Path | None = None, graph: str = "plain",
+                    variant: Int8Variant | None = None) -> Path:
+    """Quantize (once, cached by fp32 sha256, graph, ORT version, format and variant) and return the path.
+
+    `source` is the fp32 graph to quantize (the fused variant's file for `graph="fused"`); its
+    MatMuls are quantized, a fused Attention kernel stays fp32.
+    """
+    import onnxruntime
+
+    from autotune.runtime.model import cached_build
+
+    variant = variant or Int8Variant()
+    tag = ("" if graph == "plain" else f"-{graph}") + variant.tag()
+    target = (cache_dir() / "int8" / f"{bundle.sha256[:16]}{tag}-ort{onnxruntime.__version__}-{int8_format(has_vnni)}"
+              / "model.onnx")
+    return cached_build(target, lambda tmp: quantize_to(tmp, source or bundle.onnx_path, has_vnni=has_vnni,
+                                                        variant=variant))
+
+
+def least_sensitive_first(sensitivity: dict[str, float]) -> list[str]:
+    """MatMul names from the one whose quantization moves the scores least (ties by name, so it is stable)."""
+    return sorted(sensitivity, key=lambda n: (sensitivity[n], n))
+
+
+def keep_fp32(order: Sequence[str], quantized: int) -> tuple[str, ...]:
+    """The fp32 nodes when only the `quantized` least sensitive of `order` are int8: the most sensitive first."""
+    return tuple(reversed(order[quantized:]))

@@ -1,0 +1,161 @@
+"""int8 judged by what the recall returns, before the search: which variant the search runs, if any.
+
+Each scales variant (per-channel first) is judged at batch size 1 against the fp32 reference by the int8
+tolerance: the top 10 each query keeps (mean and worst), above a score floor that catches the seed's traps.
+When neither passes, the accuracy-aware fallback Intel Neural Compressor uses: each weight MatMul's
+sensitivity is measured alone (only it int8, on a sample of queries), and the least sensitive are quantized
+first; a bisection finds the most MatMuls that can be int8 with the gate still passing. The sensitivities
+depend on the model, the workload and the format, not on the host's load, so they are cached.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from autotune.fileio import sha256_bytes, write_atomic
+from autotune.paths import cache_dir
+from autotune.runtime.engine import REFERENCE, ScoringPool
+from autotune.runtime.quantize import (
+    SCALES,
+    Int8Variant,
+    int8_format,
+    keep_fp32,
+    least_sensitive_first,
+    quantize_to,
+    weight_matmuls,
+)
+from autotune.search.measure import replay
+from autotune.search.parity import ParityReport, Tolerance, compare, logits
+from autotune.workload.queries import Workload
+
+SENSITIVITY_QUERIES = 6  # the sample each MatMul's sensitivity is measured on
+INT8 = replace(REFERENCE, precision="int8")
+
+
+@dataclass(frozen=True)
+class Int8Verdict:
+    """Each int8 variant tried, with its figures against fp32, and the one the search runs (None: none passed)."""
+
+    reports: tuple[tuple[Int8Variant, ParityReport], ...]
+    chosen: Int8Variant | None
+    seconds: float = 0.0
+    sensitivity: str | None = None  # how the fallback's sensitivities were had: "measured" or "cached"
+
+    def lines(self) -> list[str]:
+        out = [f"int8 {v.label()}: {r.results()}: " + ("passes" if r.passed else f"fails: {r.reason()}")
+               for v, r in self.reports]
+        if self.sensitivity is not None:
+            out.append(f"int8 fallback: MatMul sensitivities {self.sensitivity}; {len(self.reports)} variants "
+                       f"judged in {self.seconds:.0f} s")
+        return out
+
+    def reason(self) -> str:
+        return "; ".join(f"{v.label()}: {r.reason()}" for v, r in self.reports)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"chosen": None if self.chosen is None else self.chosen.to_dict(), "seconds": round(self.seconds, 1),
+                "sensitivity": self.sensitivity,
+                "variants": [{**v.to_dict(), "label": v.label(), **r.to_dict()} for v, r in self.reports]}
+
+
+def judge_int8(pool: ScoringPool, workload: Workload, reference: list[np.ndarray], tolerance: Tolerance, *,
+               has_vnni: bool, fallback: bool = True) -> Int8Verdict:
+    """The first variant that passes, left as what the pool runs for int8; else the fallback's, else None."""
+    started = time.monotonic()
+    source = pool.model_path(REFERENCE)
+    matmuls = weight_matmuls(source) if source is not None else []
+    reports: list[tuple[Int8Variant, ParityReport]] = []
+    for scales in SCALES:
+        variant = Int8Variant(scales, matmuls=len(matmuls))
+        pool.use_int8(variant)
+        report = compare(reference, _scores(pool.engine(INT8), workload), tolerance)
+        reports.append((variant, report))
+        if report.passed:
+            return Int8Verdict(tuple(reports), variant, time.monotonic() - started)
+    pool.release()
+    if not fallback or source is None or len(matmuls) < 2:
+        return Int8Verdict(tuple(reports), None, time.monotonic() - started)
+    scales = max(reports, key=lambda vr: vr[1].topk_mean)[0].scales  # the closer of the two, refined
+    sensitivity, how = sensitivities(pool, source, workload, reference, scales=scales, has_vnni=has_vnni)
+    order = least_sensitive_first(sensitivity)
+    # judged on the queries the sensitivities were not measured on, where there are enough of them
+    held = range(SENSITIVITY_QUERIES, len(workload.queries))
+    if len(held) < SENSITIVITY_QUERIES:
+        held = range(len(workload.queries))
+    judging = Workload([workload.queries[i] for i in held], workload.sha256)
+    judging_reference = [reference[i] for i in held]
+
+    def judged(quantized: int) -> tuple[Int8Variant, ParityReport]:
+        variant = Int8Variant(scales, keep_fp32(order, quantized), len(matmuls))
+        report = compare(judging_reference, _scratch_scores(pool, source, variant, judging, has_vnni), tolerance)
+        reports.append((variant, report))
+        return variant, report
+
+    chosen = bisect_quantized(len(order), judged)
+    if chosen is not None:
+        pool.use_int8(chosen)
+    return Int8Verdict(tuple(reports), chosen, time.monotonic() - started, how)
+
+
+def bisect_quantized(total: int, judged: Callable[[int], tuple[Int8Variant, ParityReport]]) -> Int8Variant | None:
+    """The variant with the most MatMuls int8 that passes, assuming fewer int8 MatMuls never keep less (each
+    step quantizes a superset of the last): all of them failed already, so the answer is below `total`."""
+    lo, hi, best = 1, total - 1, None  # quantizing none is fp32 itself: no int8 variant
+    while lo <= hi:
+        mid = (lo + hi + 1) // 2
+        variant, report = judged(mid)
+        if report.passed:
+            best, lo = variant, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def sensitivities(pool: ScoringPool, source: Path, workload: Workload, reference: list[np.ndarray], *, scales: str,
+                  has_vnni: bool) -> tuple[dict[str, float], str]:
+    """Each weight MatMul's mean |Δlogit| with only it int8, on the first queries; cached by model, workload,
+    scales, format and onnxruntime."""
+    import onnxruntime
+
+    names = weight_matmuls(source)
+    sample = Workload(workload.queries[:SENSITIVITY_QUERIES], workload.sha256)
+    key = sha256_bytes(json.dumps([pool.bundle.sha256, workload.sha256, scales, int8_format(has_vnni),  # type: ignore[attr-defined]
+                                   onnxruntime.__version__, SENSITIVITY_QUERIES, names]).encode())[:24]
+    path = cache_dir() / "int8-sensitivity" / f"{key}.json"
+    try:
+        cached = json.loads(path.read_text())
+        if isinstance(cached, dict) and set(cached) == set(names):
+            return {str(k): float(v) for k, v in cached.items()}, "cached"
+    except (OSError, ValueError):
+        pass
+    ref = logits(reference[:SENSITIVITY_QUERIES])
+    measured = {}
+    for name in names:
+        only = Int8Variant(scales, tuple(n for n in names if n != name), len(names))
+        scores = _scratch_scores(pool, source, only, sample, has_vnni)
+        measured[name] = float(np.mean(np.abs(logits(scores) - ref)))
+    write_atomic(path, json.dumps(measured, indent=1), output=False)
+    return measured, "measured"
+
+
+def _scores(engine: object, workload: Workload) -> list[np.ndarray]:
+    return replay(engine, workload.queries, keep_scores=True).scores  # type: ignore[arg-type]
+
+
+def _scratch_scores(pool: ScoringPool, source: Path, variant: Int8Variant, workload: Workload,
+                    has_vnni: bool) -> list[np.ndarray]:
+    """A variant's scores from a graph quantized into a scratch file (the cache keeps only what is chosen)."""
+    with tempfile.TemporaryDirectory(prefix="autotune-int8-") as scratch:
+        path = quantize_to(Path(scratch) / "model.onnx", source, has_vnni=has_vnni, variant=variant)
+        engine = pool.engine_on(path, INT8)  # type: ignore[attr-defined]
+        scores = _scores(engine, workload)
+        del engine
+    return scores
+
