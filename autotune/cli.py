@@ -40,18 +40,22 @@ class _Parser(argparse.ArgumentParser):
         raise OptionsError(f"{message} (see `{self.prog} --help`)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from autotune.commands import COMMANDS
+def build_parser(argv: Sequence[str] = (), *, every: bool = False) -> argparse.ArgumentParser:
+    """The parser, with the arguments of the command `argv` names (of every command with `every`); the others
+    are a name and a summary, so that their modules are never imported."""
+    from autotune import __version__
+    from autotune.commands import COMMANDS, load_command
 
     p = _Parser(prog="autotune", description="Tune a cross-encoder reranker for this CPU host and hand "
                                              "the result to Hindsight.")
-    from autotune import __version__
-
     p.add_argument("--version", action="version", version=f"autotune {__version__}")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for command in COMMANDS.values():
-        command.add_parser(sub)
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    for name, info in COMMANDS.items():
+        parser = sub.add_parser(name, help=info.summary, description=info.summary)
+        if every or name == chosen:
+            load_command(name).add_arguments(parser)
     return p
 
 
@@ -110,18 +114,16 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
 
 def _main(argv: list[str], out: TextIO, err: TextIO, debug: bool) -> int:
     try:
-        args, unknown = build_parser().parse_known_args(argv)
-        if unknown:
-            from autotune.commands import COMMANDS
+        args, unknown = build_parser(argv).parse_known_args(argv)
+        from autotune.commands import load_command
 
-            if not getattr(COMMANDS[args.command], "ACCEPTS_UNKNOWN", False):
+        command = load_command(args.command)
+        if unknown:
+            if not getattr(command, "ACCEPTS_UNKNOWN", False):
                 raise OptionsError(f"unrecognized arguments: {' '.join(unknown)} (see `autotune --help`)")
             args.unknown = unknown
-        from autotune.commands import COMMANDS
-
         status = int(dispatch(args, out, err))
-        if _SIGNALLED and status != ExitStatus.INTERRUPTED and not getattr(COMMANDS[args.command], "OWNS_SIGNALS",
-                                                                            False):
+        if _SIGNALLED and status != ExitStatus.INTERRUPTED and not getattr(command, "OWNS_SIGNALS", False):
             # the interrupt was swallowed on its way up (a library's bare `except:` around an import: once in a
             # stress test's fifty Ctrl-Cs a run went on to the end and exited 0): still reported as what it was
             print(interrupted_message(), file=err)
@@ -150,7 +152,7 @@ def _main(argv: list[str], out: TextIO, err: TextIO, debug: bool) -> int:
 
 
 def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from autotune.commands import COMMANDS
+    from autotune.commands import load_command
 
     warnings.simplefilter("ignore")
-    return int(COMMANDS[args.command].run(args, out, err))
+    return int(load_command(args.command).run(args, out, err))

@@ -22,13 +22,33 @@ def test_the_import_contracts_are_kept():
     assert "0 broken" in result.stdout
 
 
-@pytest.mark.parametrize("code", ["import autotune",
-                                  "from autotune.cli import main; main(['--help'])",
-                                  "from autotune.cli import main; main(['run', '--help'])"])
-def test_the_package_and_its_help_load_no_heavy_library(code):
-    """`autotune --help` answers without numpy, onnx, onnxruntime or optuna (it took 0.8 s with them)."""
-    loaded = f"sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY)!r})"
-    probe = f"import sys\ntry:\n    {code}\nexcept SystemExit:\n    pass\nprint({loaded})"
+def _loaded(code: str, what: str) -> str:
+    probe = f"import sys\ntry:\n    {code}\nexcept SystemExit:\n    pass\nprint({what})"
     result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip().splitlines()[-1] == "[]"
+    return result.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("code", ["import autotune", "from autotune.cli import main; main(['--help'])"])
+def test_the_package_and_its_help_load_no_heavy_library(code):
+    """`autotune --help` answers without numpy, onnx, onnxruntime or optuna (it took 0.8 s with them)."""
+    assert _loaded(code, f"sorted({{m.split('.')[0] for m in sys.modules}} & {set(HEAVY)!r})") == "[]"
+
+
+@pytest.mark.parametrize(("argv", "modules"), [([], []), (["probe", "--help"], ["autotune.commands.probe"]),
+                                                (["run", "--help"], ["autotune.commands.run"])])
+def test_the_command_registry_imports_only_the_command_run(argv, modules):
+    """Issue 45: a name maps to its module and summary, as pip's registry does; `--help` imports no command
+    module, and a command's own help imports its module alone."""
+    code = f"from autotune.cli import main; main({[*argv, '--help']!r})"
+    shown = "sorted(m for m in sys.modules if m.startswith('autotune.commands.') and m not in " \
+            "('autotune.commands.argtypes', 'autotune.commands.progress', 'autotune.commands.inputs'))"
+    assert _loaded(code, shown) == repr(modules)
+
+
+def test_the_registry_summaries_are_what_help_shows():
+    from autotune.cli import build_parser
+    from autotune.commands import COMMANDS
+
+    helps = {a.dest: a.help for a in build_parser()._subparsers._group_actions[0]._choices_actions}  # type: ignore
+    assert helps == {name: info.summary for name, info in COMMANDS.items()}

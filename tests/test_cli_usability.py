@@ -13,7 +13,7 @@ from tests.support.cli import run_cli
 
 
 def _subparsers():
-    return build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    return build_parser(every=True)._subparsers._group_actions[0].choices  # type: ignore[union-attr]
 
 
 def test_an_abbreviated_flag_is_refused_not_guessed(tmp_path, monkeypatch):

@@ -124,7 +124,7 @@ def test_an_interrupt_that_surfaces_as_another_error_is_reported_as_the_interrup
     """Issue 36, item 14: a SIGINT during a C extension's import gave exit 1, `ImportError: initialization
     failed`. The signal came first: the command says it was interrupted, exit 130, no traceback."""
     from autotune.cli import main
-    from autotune.commands import COMMANDS
+    from autotune.commands import load_command
 
     def import_cut_short(args, out, err):
         try:
@@ -134,7 +134,7 @@ def test_an_interrupt_that_surfaces_as_another_error_is_reported_as_the_interrup
             raise ImportError("initialization failed") from None  # what numpy's C init says
         return 0
 
-    monkeypatch.setattr(COMMANDS["probe"], "run", import_cut_short)
+    monkeypatch.setattr(load_command("probe"), "run", import_cut_short)
     assert main(["probe"]) == ExitStatus.INTERRUPTED
     err = capsys.readouterr().err
     assert "interrupted" in err and "ImportError" not in err and "Traceback" not in err
@@ -144,7 +144,7 @@ def test_an_interrupt_a_library_swallowed_is_still_reported(monkeypatch, capsys)
     """A bare `except:` around an import once ate the KeyboardInterrupt of a Ctrl-C at start-up, and the run went
     on to exit 0. The signal was seen: the command ends as interrupted."""
     from autotune.cli import main
-    from autotune.commands import COMMANDS
+    from autotune.commands import load_command
 
     def swallowed(args, out, err):
         try:
@@ -154,7 +154,7 @@ def test_an_interrupt_a_library_swallowed_is_still_reported(monkeypatch, capsys)
             pass
         return 0
 
-    monkeypatch.setattr(COMMANDS["probe"], "run", swallowed)
+    monkeypatch.setattr(load_command("probe"), "run", swallowed)
     assert main(["probe"]) == ExitStatus.INTERRUPTED
     assert "autotune: interrupted" in capsys.readouterr().err
 

@@ -1,29 +1,48 @@
-"""One module per subcommand, each with `NAME`, `add_parser(sub)` and `run(args, out, err)`.
+"""One module per subcommand, each with `NAME`, `add_arguments(parser)` and `run(args, out, err)`.
 
-This list is the one registry of command names; `autotune.cli` only parses and dispatches.
+This table is the one registry of command names, as pip's `commands_dict` is: a name maps to its module and a
+one-line summary, and a module is imported only when its command is the one being run (or every one, for a
+test that checks them all). `autotune --help` needs the summaries, never the modules.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from importlib import import_module
 from types import ModuleType
 
-from autotune.commands import (
-    apply,
-    bench,
-    check,
-    compose,
-    explain,
-    helm,
-    probe,
-    record,
-    report,
-    run,
-    serve,
-    studies,
-    verify,
-)
 
-COMMANDS: dict[str, ModuleType] = {m.NAME: m for m in (probe, run, check, compose, serve, record, verify, bench,
-                                                        explain, report, studies, apply, helm)}
+@dataclass(frozen=True)
+class CommandInfo:
+    module: str
+    summary: str
 
-__all__ = ["COMMANDS"]
+
+COMMANDS: dict[str, CommandInfo] = {
+    "probe": CommandInfo("autotune.commands.probe", "describe this host"),
+    "run": CommandInfo("autotune.commands.run", "search for the fastest configuration that passes parity"),
+    "check": CommandInfo("autotune.commands.check", "does this host still match a profile?"),
+    "compose": CommandInfo("autotune.commands.compose", "write the docker compose override a profile's target needs"),
+    "serve": CommandInfo("autotune.commands.serve",
+                         "TEI-compatible /rerank server using a tuned profile (a drop-in for TEI's image)"),
+    "record": CommandInfo("autotune.commands.record", "record a workload from a running Hindsight's recall traces"),
+    "verify": CommandInfo("autotune.commands.verify",
+                          "after a cutover: live reranking time against what was recorded before"),
+    "bench": CommandInfo("autotune.commands.bench", "the profile against references, interleaved in one run"),
+    "explain": CommandInfo("autotune.commands.explain", "attribute the speedup to each knob"),
+    "report": CommandInfo("autotune.commands.report", "write a self-contained HTML report of a profile"),
+    "studies": CommandInfo("autotune.commands.studies",
+                           "list the studies in a storage: host type, trials done, best p95, hosts"),
+    "apply": CommandInfo("autotune.commands.apply",
+                         "apply a committed profile on a host of the same type, without measuring"),
+    "helm": CommandInfo("autotune.commands.helm",
+                        "write a values override for Hindsight's Helm chart from a tei profile"),
+}
+
+
+def load_command(name: str) -> ModuleType:
+    """The command's module, imported now (a name not in the registry is argparse's to refuse first)."""
+    return import_module(COMMANDS[name].module)
+
+
+__all__ = ["COMMANDS", "CommandInfo", "load_command"]

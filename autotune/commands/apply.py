@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from autotune.errors import ExitStatus, OptionsError
+from autotune.host import default_probe
+from autotune.outputs.apply import apply_profile, choose_profile
 
 NAME = "apply"
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(NAME, help="apply a committed profile on a host of the same type, without measuring")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--profile", type=Path, help="the profile to apply")
     which.add_argument("--profile-dir", "--profiles-dir", dest="profiles_dir", type=Path,
@@ -28,9 +29,6 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from autotune.host import default_probe
-    from autotune.outputs.apply import apply_profile, choose_profile
-
     host = default_probe().probe()
     path = args.profile if args.profile is not None else choose_profile(args.profiles_dir, host)
     if args.env_file.is_dir():

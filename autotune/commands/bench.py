@@ -5,16 +5,18 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
+from autotune.analysis.bench import run_bench
+from autotune.analysis.summary import format_bench
 from autotune.commands.argtypes import positive_int
+from autotune.commands.inputs import profile_workload_host
 from autotune.errors import ExitStatus
 
 NAME = "bench"
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(NAME, help="the profile against references, interleaved in one run")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", type=Path, required=True, help="the profile to race")
     p.add_argument("--workload", type=Path, required=True, help="queries.jsonl to replay")
     p.add_argument("--against", action="append", help="hindsight-onnx, ort-default, hindsight-local or "
@@ -27,10 +29,6 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from autotune.analysis.bench import run_bench
-    from autotune.analysis.summary import format_bench
-    from autotune.commands.inputs import profile_workload_host
-
     profile, workload, host = profile_workload_host(args)
     result = run_bench(profile, workload, host, against=args.against, rounds=args.rounds, force=args.force,
                        model_dir=args.model, profile_path=args.profile)

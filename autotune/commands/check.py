@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from autotune.errors import ExitStatus
+from autotune.host import default_probe
+from autotune.outputs.drift import check_profile
+from autotune.outputs.profile import load_profile
 
 NAME = "check"
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(NAME, help="does this host still match a profile?")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", type=Path, required=True, help="the profile this host should match")
     p.add_argument("--env-file", type=Path, help="also compare the .env's autotune block with the profile")
     p.add_argument("--model", type=Path, help="the source model directory the run tuned, when it is elsewhere here")
@@ -21,10 +23,6 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from autotune.host import default_probe
-    from autotune.outputs.drift import check_profile
-    from autotune.outputs.profile import load_profile
-
     profile = load_profile(args.profile)
     drifts = check_profile(profile, default_probe().probe(), env_file=args.env_file, model_dir=args.model,
                            emitted=True, model_out=args.model_out)

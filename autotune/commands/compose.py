@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from autotune.errors import ExitStatus
+from autotune.host import default_probe
+from autotune.outputs.apply import choose_profile
+from autotune.outputs.compose import write_for_profile
+from autotune.outputs.ownership import check_compose_out
+from autotune.outputs.profile import load_profile
 
 NAME = "compose"
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(NAME, help="write the docker compose override a profile's target needs")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", type=Path, help="the profile (default: the one in --profile-dir tuned on this host)")
     p.add_argument("--out", type=Path, default=Path("compose.autotune.yaml"),
                    help="the override to write (never a base compose file)")
@@ -26,12 +30,6 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from autotune.host import default_probe
-    from autotune.outputs.apply import choose_profile
-    from autotune.outputs.compose import write_for_profile
-    from autotune.outputs.ownership import check_compose_out
-    from autotune.outputs.profile import load_profile
-
     check_compose_out(args.out, "--out")  # before a profile is looked for: a bad path is refused first
     profile = args.profile if args.profile is not None else choose_profile(args.profile_dir, default_probe().probe())
     written = write_for_profile(load_profile(profile), profile, env_file=args.env_file, out=args.out,

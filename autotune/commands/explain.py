@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
+from autotune.analysis.explain import explain_profile, save_explain
+from autotune.analysis.summary import format_explain
 from autotune.commands.argtypes import positive_int
+from autotune.commands.inputs import profile_workload_host
 from autotune.errors import ExitStatus
 
 NAME = "explain"
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(NAME, help="attribute the speedup to each knob")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", type=Path, required=True, help="the profile whose pick is explained")
     p.add_argument("--workload", type=Path, required=True, help="queries.jsonl to replay")
     p.add_argument("--rounds", type=positive_int, default=3, help="interleaved rounds per leave-one-out")
@@ -22,10 +24,6 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from autotune.analysis.explain import explain_profile, save_explain
-    from autotune.analysis.summary import format_explain
-    from autotune.commands.inputs import profile_workload_host
-
     profile, workload, host = profile_workload_host(args)
     result = explain_profile(profile, workload, host, rounds=args.rounds, force=args.force, model_dir=args.model)
     print(format_explain(result), file=out)

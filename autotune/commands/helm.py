@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
-from autotune.errors import ExitStatus
+from autotune.errors import ExitStatus, OptionsError
+from autotune.fileio import write_atomic
+from autotune.outputs.helm_values import render_helm_values
+from autotune.outputs.profile import load_profile
 
 NAME = "helm"
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(NAME, help="write a values override for Hindsight's Helm chart from a tei profile")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", type=Path, required=True, help="a profile tuned for --target tei")
     p.add_argument("--out", type=Path, default=Path("values.autotune.yaml"), help="the values file to write")
     p.add_argument("--image", default="autotune-reranker:latest",
@@ -23,11 +25,6 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from autotune.errors import OptionsError
-    from autotune.fileio import write_atomic
-    from autotune.outputs.helm_values import render_helm_values
-    from autotune.outputs.profile import load_profile
-
     if args.replicas < 1:
         raise OptionsError(f"--replicas must be at least 1, got {args.replicas}")
     text = render_helm_values(load_profile(args.profile), args.profile.name, image=args.image, tei_url=args.tei_url,

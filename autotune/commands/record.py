@@ -5,16 +5,26 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
+
+from tqdm import tqdm
 
 from autotune.commands.argtypes import positive_int
-from autotune.errors import ExitStatus
+from autotune.errors import ExitStatus, OptionsError
+from autotune.hindsight.client import API_KEY_ENV, check_http_options
+from autotune.search.selfcheck import check_recording
+from autotune.workload.queries import load_workload
+from autotune.workload.record import (
+    parse_budgets,
+    read_queries,
+    record_from_server,
+    record_from_traces,
+)
 
 NAME = "record"
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(NAME, help="record a workload from a running Hindsight's recall traces")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--url", help="Hindsight API base URL, e.g. http://localhost:8888")
     source.add_argument("--from-traces", type=Path, help="directory of saved recall responses (*.json)")
@@ -35,17 +45,6 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from tqdm import tqdm
-
-    from autotune.errors import OptionsError
-    from autotune.hindsight.client import API_KEY_ENV, check_http_options
-    from autotune.workload.record import (
-        parse_budgets,
-        read_queries,
-        record_from_server,
-        record_from_traces,
-    )
-
     check_http_options(args.timeout, args.retries)  # before any file is created
     if args.from_traces is not None:
         report = record_from_traces(args.from_traces, args.out, resume=args.resume)
@@ -72,9 +71,6 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if report.failures:
         print(f"{len(report.failures)} failed; rerun with --resume to retry them", file=out)
     if args.model is not None and (report.written or report.skipped_existing):
-        from autotune.search.selfcheck import check_recording
-        from autotune.workload.queries import load_workload
-
         check = check_recording(load_workload(args.out).queries, None if args.model == "default" else Path(args.model))
         if check is None:
             print("self-check: the recording holds no scores of Hindsight's to compare with", file=out)

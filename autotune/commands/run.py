@@ -5,20 +5,24 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TextIO
 
+from autotune.analysis.summary import format_result
 from autotune.commands.argtypes import concurrency, finite_float, int_list, non_negative_float, positive_int
+from autotune.commands.progress import TrialProgress
 from autotune.errors import ExitStatus, OptionsError
-from autotune.runtime.targets import DEFAULT_TARGET, TARGET_NAMES
-
-if TYPE_CHECKING:
-    from autotune.pipeline.options import RunOptions
+from autotune.outputs.profile import DEFAULT_TEI_URL
+from autotune.pipeline.options import RunOptions
+from autotune.pipeline.tune import tune
+from autotune.runtime.targets import DEFAULT_TARGET, TARGET_NAMES, get_target
+from autotune.search.parity import FP32_TOLERANCE, INT8_TOLERANCE
+from autotune.search.scope import ResultGate
+from autotune.search.space import SearchSettings
 
 NAME = "run"
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(NAME, help="search for the fastest configuration that passes parity")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workload", type=Path, required=True, help="queries.jsonl")
     p.add_argument("--target", default=DEFAULT_TARGET, choices=TARGET_NAMES,
                    help="what Hindsight will run: onnx (in-process, Hindsight >= 1.1; the default), tei (the "
@@ -87,8 +91,6 @@ def add_parser(sub: Any) -> None:
 
 
 def tolerances_from(args: argparse.Namespace) -> dict[str, object]:
-    from autotune.search.parity import FP32_TOLERANCE, INT8_TOLERANCE
-
     out: dict[str, object] = {}
     for prec, default in (("fp32", FP32_TOLERANCE), ("int8", INT8_TOLERANCE)):
         given = {field: getattr(args, f"{prec}_{field}") for field in ("max_abs", "min_spearman", "min_topk")}
@@ -102,11 +104,6 @@ def tolerances_from(args: argparse.Namespace) -> dict[str, object]:
 
 def options_from(args: argparse.Namespace) -> RunOptions:
     """The run's options from its flags: one place, so that the CLI's defaults are the library's."""
-    from autotune.outputs.profile import DEFAULT_TEI_URL
-    from autotune.pipeline.options import RunOptions
-    from autotune.search.scope import ResultGate
-    from autotune.search.space import SearchSettings
-
     settings = SearchSettings(trials=args.trials, timeout_s=args.timeout, seed=args.seed, repeats=args.repeats,
                               final_rounds=args.final_rounds, refine_rounds=args.refine_rounds,
                               halving=not args.no_halving, max_memory_mb=args.max_memory,
@@ -125,11 +122,6 @@ def options_from(args: argparse.Namespace) -> RunOptions:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from autotune.analysis.summary import format_result
-    from autotune.commands.progress import TrialProgress
-    from autotune.pipeline.tune import tune
-    from autotune.runtime.targets import get_target
-
     opts = options_from(args)
     settings = opts.settings
     with TrialProgress(settings.trials, err) as progress:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -10,14 +11,16 @@ from typing import Any, TextIO
 
 from autotune.commands.argtypes import finite_float, positive_int
 from autotune.errors import ExitStatus, OptionsError
+from autotune.serve.app import serve
+from autotune.serve.settings import resolve_settings
+from autotune.serve.tei_flags import ignored_flags
 
 NAME = "serve"
 ACCEPTS_UNKNOWN = True  # other TEI launcher flags: ignored with a warning each (see serve.tei_flags)
 OWNS_SIGNALS = True  # SIGTERM and Ctrl-C drain the server and exit 0 ("stopped"): not an interrupted command
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(NAME, help="TEI-compatible /rerank server using a tuned profile (a drop-in for TEI's image)")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", type=Path, help="serve this profile's configuration")
     p.add_argument("--env-file", type=Path, help="or the AUTOTUNE_* keys of this .env")
     p.add_argument("--host", "--hostname", dest="host", default="127.0.0.1",
@@ -58,8 +61,6 @@ def _env_int(name: str) -> int | None:
 
 
 def _loopback(host: str) -> bool:
-    import ipaddress
-
     if host == "localhost":
         return True
     try:
@@ -69,10 +70,6 @@ def _loopback(host: str) -> bool:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from autotune.serve.app import serve
-    from autotune.serve.settings import resolve_settings
-    from autotune.serve.tei_flags import ignored_flags
-
     for line in ignored_flags(getattr(args, "unknown", [])):
         print(f"autotune serve: warning: {line}", file=err, flush=True)
     if args.graceful_timeout < 0:

@@ -3,23 +3,21 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any, TextIO
+from typing import TextIO
 
 from autotune.errors import ExitStatus
+from autotune.search.storage import open_storage
+from autotune.search.study import study_summaries
 
 NAME = "studies"
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(NAME, help="list the studies in a storage: host type, trials done, best p95, hosts")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--storage", help="Optuna storage URL, e.g. postgresql+psycopg://user@db/autotune "
                                      "(default: this host's journal)")
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from autotune.search.storage import open_storage
-    from autotune.search.study import study_summaries
-
     summaries = study_summaries(open_storage(args.storage))
     if not summaries:
         print("no studies", file=out)

@@ -7,14 +7,19 @@ import os
 from pathlib import Path
 from typing import Any, TextIO
 
+from autotune.analysis.verify import verify_cutover
 from autotune.commands.argtypes import finite_float, positive_int
-from autotune.errors import ExitStatus, RegressionError
+from autotune.errors import ExitStatus, OptionsError, RegressionError
+from autotune.hindsight.client import API_KEY_ENV
+from autotune.outputs.profile import load_profile
+from autotune.search.scope import ResultGate
+from autotune.workload.queries import load_workload
+from autotune.workload.record import parse_budgets, read_queries
 
 NAME = "verify"
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(NAME, help="after a cutover: live reranking time against what was recorded before")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", required=True, help="Hindsight API base URL, e.g. http://localhost:8888")
     p.add_argument("--bank", required=True, help="memory bank id")
     p.add_argument("--queries", type=Path, required=True, help="text file, one query per line")
@@ -47,8 +52,6 @@ def _model_dir(args: argparse.Namespace, profile: dict[str, Any] | None) -> Path
 
 def _gate(args: argparse.Namespace, profile: dict[str, Any] | None) -> Any:
     """The floor: the flags, else the one the profile was tuned under, else run's defaults."""
-    from autotune.search.scope import ResultGate
-
     tuned = ((profile or {}).get("scope") or {}).get("gate") or {}
     default = ResultGate()
     mean, worst = args.min_result_agreement, args.min_query_agreement
@@ -57,13 +60,6 @@ def _gate(args: argparse.Namespace, profile: dict[str, Any] | None) -> Any:
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from autotune.analysis.verify import verify_cutover
-    from autotune.errors import OptionsError
-    from autotune.hindsight.client import API_KEY_ENV
-    from autotune.outputs.profile import load_profile
-    from autotune.workload.queries import load_workload
-    from autotune.workload.record import parse_budgets, read_queries
-
     if args.min_gain <= 0 or args.timeout <= 0:
         raise OptionsError("--min-gain and --timeout must be positive")
     profile = load_profile(args.profile) if args.profile else None

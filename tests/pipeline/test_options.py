@@ -13,7 +13,7 @@ from autotune.pipeline.options import RunOptions
 
 
 def parsed(*argv: str) -> RunOptions:
-    return options_from(build_parser().parse_args(["run", "--workload", "w.jsonl", *argv]))
+    return options_from(build_parser(["run"]).parse_args(["run", "--workload", "w.jsonl", *argv]))
 
 
 def test_the_cli_defaults_are_the_librarys():
