@@ -368,9 +368,12 @@ def test_wrong_answers(project, case):
 def tei_profile(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> dict[str, Any]:
     work = tmp_path_factory.mktemp("tei-profile")
     write_workload(work / "queries.jsonl")
-    status, _, err = run_cli(["run", "--workload", str(work / "queries.jsonl"), "--model", str(tiny_model_dir),
-                              "--env-file", str(work / ".env"), "--profile-dir", str(work / "profiles"),
-                              "--name", "node", "--target", "tei", "--no-compose", *FAST])
+    with pytest.MonkeyPatch.context() as mp:  # a module's fixture runs before the per-test isolated dirs
+        mp.setenv("AUTOTUNE_STATE_DIR", str(work / "state"))
+        mp.setenv("AUTOTUNE_LOCK_DIR", str(work))
+        status, _, err = run_cli(["run", "--workload", str(work / "queries.jsonl"), "--model", str(tiny_model_dir),
+                                  "--env-file", str(work / ".env"), "--profile-dir", str(work / "profiles"),
+                                  "--name", "node", "--target", "tei", "--no-compose", *FAST])
     assert status == ExitStatus.OK, err
     return yaml.safe_load((work / "profiles" / "node.yaml").read_text())
 

@@ -15,18 +15,19 @@ from autotune.errors import DriftError, MissingDependencyError, OptionsError
 from autotune.host import HostInfo
 from autotune.outputs.profile import load_profile, profile_config, profile_max_tokens, profile_target
 from autotune.runtime.engine import EngineConfig, ScoringPool
-from autotune.runtime.model import ModelBundle, resolve_model
-from autotune.runtime.targets import get_target
+from autotune.runtime.model import ModelBundle
+from autotune.runtime.targets import TARGET_NAMES, Target, get_target
 from autotune.search.measure import Scorer, interleaved, replay
 from autotune.search.scope import Scope, profile_form, scoring_on
 from autotune.search.stats import Latency, per_query_medians, percentile
 from autotune.workload.queries import Workload
 
 REFERENCES = ("hindsight-onnx", "ort-default", "hindsight-local", "hindsight-local-bucket")
-DEFAULTS_OF = {"hindsight-onnx": "onnx", "ort-default": "tei"}  # references that are a target's own defaults
-DEFAULT_AGAINST = {"onnx": ("hindsight-onnx", "hindsight-local"),
-                   "tei": ("ort-default", "hindsight-onnx", "hindsight-local"),
-                   "local": ("hindsight-local",)}
+
+
+def defaults_of(reference: str) -> Target | None:
+    """The target whose own defaults this reference is, if any (the targets say which is theirs)."""
+    return next((t for t in map(get_target, TARGET_NAMES) if t.defaults_reference == reference), None)
 
 
 @dataclass
@@ -142,8 +143,8 @@ def contenders(pools: _Pools, profile: dict[str, Any], against: Sequence[str], r
     for name in against:
         if name not in REFERENCES:
             raise OptionsError(f"unknown reference {name!r}; choose from {', '.join(REFERENCES)}")
-        if name in DEFAULTS_OF:
-            target = get_target(DEFAULTS_OF[name])
+        target = defaults_of(name)
+        if target is not None:
             pool = pools.get(target.name)
             config = target.defaults()
             out.append(Contender(name, target.defaults_label, pool.engine(config).score, config, pool))
@@ -168,10 +169,10 @@ def run_bench(profile: dict[str, Any], workload: Workload, host: HostInfo, *, ag
         raise OptionsError(f"--rounds must be at least 1, got {rounds}")
     ensure_same_host(profile, host, force)
     ref = model_ref(profile, model_dir)
-    bundle = resolve_model(None if ref == "default" else Path(ref),
-                           stock=get_target(profile_target(profile)).stock_default)
+    target = get_target(profile_target(profile))
+    bundle = target.load_model(ref)
     pools = _Pools(bundle, host)
-    chosen = list(against) if against else list(DEFAULT_AGAINST.get(profile_target(profile), REFERENCES[:3]))
+    chosen = list(against) if against else list(target.bench_against)
     entrants, skipped = contenders(pools, profile, chosen, ref, workload,
                                    sibling_profiles(profile_path, profile, host))
     passes = interleaved([c.score for c in entrants], workload.queries, rounds)

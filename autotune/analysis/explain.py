@@ -22,7 +22,6 @@ from autotune.errors import OptionsError
 from autotune.host import HostInfo
 from autotune.outputs.profile import profile_config, profile_max_tokens, profile_target, write_profile
 from autotune.runtime.engine import EngineConfig, ScoringPool
-from autotune.runtime.model import resolve_model
 from autotune.runtime.targets import SpaceLimits, get_target
 from autotune.search.measure import interleaved
 from autotune.search.scope import profile_form, scoring_on
@@ -160,7 +159,7 @@ def explain_profile(profile: dict[str, Any], workload: Workload, host: HostInfo,
     ensure_same_host(profile, host, force)
     ref = model_ref(profile, model_dir)
     target = get_target(profile_target(profile))
-    bundle = resolve_model(None if ref == "default" else Path(ref), stock=target.stock_default)
+    bundle = target.load_model(ref)
     pool = target.pool(bundle, has_vnni=host.has_vnni, usable_cores=host.cores.usable,
                        max_tokens=profile_max_tokens(profile))
     winner = profile_config(profile)

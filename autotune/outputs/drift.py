@@ -42,7 +42,7 @@ def check_profile(profile: dict[str, Any], host: HostInfo, *, env_file: Path | N
     if ort and ort != host.onnxruntime:
         drifts.append(f"profile was measured with onnxruntime {ort}; this host has {host.onnxruntime}: {ADVICE}")
     model = _mapping(profile.get("model"))
-    sha = _current_model_sha(model, model_dir, stock=_stock_default(profile))
+    sha = _current_model_sha(profile, model_dir)
     if sha is not None and model.get("sha256") and sha != model["sha256"]:
         drifts.append(f"model sha256 is {sha[:12]}, the profile's is {str(model['sha256'])[:12]}: {ADVICE}")
     if env_file is not None:
@@ -76,19 +76,11 @@ def emitted_drift(profile: dict[str, Any], *, env_file: Path | None = None, mode
             f"or {ADVICE}" for line in files_drift(expected, directory=directory, model_file=model_file)]
 
 
-def _stock_default(profile: dict[str, Any]) -> bool:
-    from autotune.outputs.profile import profile_target
+def _current_model_sha(profile: dict[str, Any], model_dir: Path | None) -> str | None:
     from autotune.runtime.targets import get_target
 
-    return get_target(profile_target(profile)).stock_default
-
-
-def _current_model_sha(model: dict[str, Any], model_dir: Path | None, stock: bool = False) -> str | None:
-    from autotune.runtime.model import resolve_model
-
-    ref = model_dir if model_dir is not None else (None if model.get("ref", "default") == "default"
-                                                   else Path(model["ref"]))
-    return resolve_model(ref, stock=stock).sha256
+    ref = model_dir if model_dir is not None else (profile.get("model") or {}).get("ref", "default")
+    return get_target(profile_target(profile)).load_model(ref).sha256
 
 
 def expected_env(profile: dict[str, Any], config: Any) -> tuple[dict[str, str], tuple[str, ...]]:

@@ -54,7 +54,7 @@ def helm_values(profile: dict[str, Any], *, image: str, tei_url: str, replicas: 
     api = {k: v for k, v in env.items() if k.startswith("HINDSIGHT_API_RERANKER_")}
     api["HINDSIGHT_API_RERANKER_TEI_URL"] = tei_url
     return {
-        "tei": {"reranker": {
+        "tei": {"reranker": {  # seam-ok: the chart's own `tei.reranker` block, not a table of targets
             "enabled": True,
             "replicaCount": replicas,
             "image": {"repository": repository, "tag": tag or "latest", "pullPolicy": "IfNotPresent"},

@@ -38,9 +38,16 @@ def versions() -> dict[str, str]:
     return out
 
 
+class _NoAliasDumper(yaml.SafeDumper):
+    """A value that appears twice is written twice: `load_profile` refuses aliases (a "billion laughs" guard)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def render_profile(data: dict[str, Any]) -> str:
     return ("# autotune profile: commit this file; regenerate with `autotune run`\n"
-            + yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+            + yaml.dump(data, Dumper=_NoAliasDumper, sort_keys=False, allow_unicode=True))
 
 
 def profile_path(directory: Path, name: str) -> Path:

@@ -58,12 +58,11 @@ def restore_model(profile: dict[str, Any], host: HostInfo, target: Target, desti
 def _rebuild(profile: dict[str, Any], host: HostInfo, target: Target, destination: Path, ship: str) -> StagedModel:
     from autotune.outputs.profile import profile_config, profile_max_tokens
     from autotune.runtime.backends import inspect_graph
-    from autotune.runtime.model import resolve_model
     from autotune.runtime.quantize import Int8Variant
 
     model = profile.get("model") or {}
     ref = str(model.get("ref", "default"))
-    bundle = resolve_model(None if ref == "default" else Path(ref), stock=target.stock_default)
+    bundle = target.load_model(ref)
     if model.get("sha256") and bundle.sha256 != model["sha256"]:
         raise OptionsError(f"the source model here ({ref}) has sha256 {bundle.sha256[:12]}, the profile's is "
                            f"{str(model['sha256'])[:12]}: {ship}")

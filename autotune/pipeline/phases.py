@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,19 +26,18 @@ from autotune.outputs.profile import check_name, load_profile, profile_config, p
 from autotune.pipeline.options import RunOptions, RunOutcome
 from autotune.pipeline.scoping import Picked, scope_phase
 from autotune.runtime.engine import EngineConfig, EngineTraits, ScoringPool
-from autotune.runtime.model import ModelBundle, resolve_model
-from autotune.runtime.sessions import EnginePool
+from autotune.runtime.model import ModelBundle
 from autotune.runtime.space import SearchSpace
 from autotune.runtime.targets import SpaceLimits, Target, get_target
 from autotune.search.client_sizing import hindsight_concurrency, measure_client_sizing
 from autotune.search.finalists import Finalist, SearchResult, challenge, choose, finalists_from, rerace
-from autotune.search.int8_judge import Int8Verdict
-from autotune.search.measure import Load, replay
+from autotune.search.int8_judge import Int8Verdict, int8_scatter
+from autotune.search.measure import Load, scores_of
 from autotune.search.memory import ModelMemory, PeakRss, default_budget_mb, process_peak_mb, rss_mb
 from autotune.search.memory_guard import measuring
 from autotune.search.noise import NoiseSample, trustworthiness, wait_quiet
 from autotune.search.objective import Objective
-from autotune.search.parity import compare, reference_scores
+from autotune.search.parity import compare, fresh_reference
 from autotune.search.prechecks import Dropped, prechecked
 from autotune.search.refine import Refiner, RefineResult, neighbours_summary
 from autotune.search.selfcheck import SelfCheck, logits_from_scores, self_check
@@ -171,13 +170,13 @@ def incumbent(ctx: RunContext, study_name: str) -> EngineConfig | None:
 def load(ctx: RunContext) -> None:
     """The model, its pool, the fp32 reference, and whether a recording reproduces Hindsight's own scores."""
     opts, host, target = ctx.opts, ctx.host, ctx.target
-    ctx.bundle = bundle = resolve_model(opts.model, stock=target.stock_default)
+    ctx.bundle = bundle = target.load_model(opts.model)
     ctx.traits = target.traits(host.cores.usable, bundle.max_length, opts.max_tokens)
     ctx.pool = target.pool(bundle, has_vnni=host.has_vnni, usable_cores=host.cores.usable, max_tokens=opts.max_tokens)
     first = ctx.workload.queries[0]  # a broken model fails here, before any progress is printed
     ctx.pool.engine(ctx.space.baseline()).score(first.query, first.documents[:2])
     ctx.stage(f"computing the fp32 reference (batch size 1, no sort, {_max_tokens(bundle, ctx.traits)} tokens)")
-    ctx.reference = _reference(bundle, host, ctx.workload, ctx.traits)
+    ctx.reference = fresh_reference(bundle, host.has_vnni, host.onnxruntime, ctx.workload, ctx.traits.max_tokens)
     ctx.recording = self_check(ctx.workload.queries, logits_from_scores(ctx.reference))
     if ctx.recording is not None and not ctx.recording.passed and not opts.accept_mismatch:
         raise WorkloadError(f"the recording does not reproduce Hindsight's own scores: {ctx.recording.summary()} "
@@ -276,11 +275,7 @@ def race(ctx: RunContext, study: optuna.Study, refined: RefineResult | None) -> 
     if kept is not None and pool.effective(kept) not in {pool.effective(c) for c in configs}:
         configs.append(kept)  # the committed pick always races on a rerun, in a place of its own
     if len(configs) == (0 if skipped else 1):  # nothing but Hindsight's defaults: no tuned candidate fits
-        trials = study.get_trials(deepcopy=False)
-        refused = sum("memory budget" in str(t.user_attrs.get("rejected", "")) for t in trials)
-        raise OptionsError(f"no configuration fits the memory budget of {budget:.0f} MB: {refused} of the "
-                           f"{len(trials)} trials were refused for memory (the space holds {space.size()} "
-                           "configurations); raise --max-memory or --trials, or lower --max-tokens or --batch-sizes")
+        raise OptionsError(nothing_passed(study.get_trials(deepcopy=False), budget, space.size()))
     configs, left_out = objective.race_fits(configs, loads=len(objective.load.raced()),
                                             keep=1 if skipped else 2, limit_mb=budget)
     if left_out:
@@ -297,6 +292,17 @@ def race(ctx: RunContext, study: optuna.Study, refined: RefineResult | None) -> 
     return finalists, skipped
 
 
+def nothing_passed(trials: list[optuna.trial.FrozenTrial], budget: float, space_size: int) -> str:
+    """Why no tuned configuration is left to race, counted from the trials' own reasons."""
+    reasons = [str(t.user_attrs.get("rejected", "")) for t in trials]
+    memory = sum("memory budget" in r for r in reasons)
+    parity = [r for r in reasons if r and "memory budget" not in r]
+    first = f" (the first: {parity[0]})" if parity else ""
+    return (f"no configuration passed: of {len(trials)} trials (the space holds {space_size}), {memory} passed the "
+            f"memory budget of {budget:.0f} MB and {len(parity)} failed the parity gate{first}; raise --trials or "
+            "--max-memory, or widen --precisions and --batch-sizes")
+
+
 def judge(ctx: RunContext, searched: Searched, refined: RefineResult | None, finalists: list[Finalist],
           baseline_skipped: str | None, monitor: NoiseSample,
           phases: dict[str, float]) -> tuple[SearchResult, dict[str, Any], dict[str, list[float]] | None]:
@@ -304,7 +310,7 @@ def judge(ctx: RunContext, searched: Searched, refined: RefineResult | None, fin
     assert ctx.objective is not None
     settings, pool, workload = ctx.settings, ctx.pool, ctx.workload
     for f in finalists:
-        f.parity = compare(ctx.reference, _scores(pool, f.config, workload), settings.tolerance(f.config.precision))
+        f.parity = compare(ctx.reference, scores_of(pool, f.config, workload), settings.tolerance(f.config.precision))
     passing = [f for f in finalists if f.parity is not None and f.parity.passed]
     if not passing and not ctx.opts.write_baseline:
         reason = finalists[0].parity.reason() if finalists[0].parity else "no parity figures"
@@ -328,7 +334,7 @@ def judge(ctx: RunContext, searched: Searched, refined: RefineResult | None, fin
         served_load = _served_load(pool, winner, passing or finalists[:1], workload, ctx.user_env, ctx.traffic,
                                    ctx.stage)
     noise = monitor.warnings + noise
-    int8_sample = (_int8_sample(pool, winner.config, workload, ctx.reference, ctx.int8) if ctx.int8_considered
+    int8_sample = (int8_scatter(pool, winner.config, workload, ctx.reference, ctx.int8) if ctx.int8_considered
                    else None)
     memory = served_memory(pool, winner.config, workload, ctx.objective, ctx.budget_mb, searched.study,
                            ctx.host.has_vnni, server_module=ctx.target.server_module)
@@ -476,24 +482,3 @@ def _max_tokens(bundle: ModelBundle, traits: EngineTraits) -> int:
     return min(traits.max_tokens or bundle.max_length, bundle.max_length)
 
 
-def _reference(bundle: ModelBundle, host: HostInfo, workload: Workload, traits: EngineTraits) -> list[np.ndarray]:
-    """fp32 at batch size 1 with no sort, truncated as the target truncates; its session is freed after."""
-    pool = EnginePool(bundle, has_vnni=host.has_vnni, traits=EngineTraits(max_tokens=traits.max_tokens),
-                      max_sessions=1)
-    return reference_scores(pool, workload, host.onnxruntime)
-
-
-def _scores(pool: ScoringPool, config: EngineConfig, workload: Workload) -> list[Any]:
-    return replay(pool.engine(config), workload.queries, keep_scores=True).scores
-
-
-def _int8_sample(pool: ScoringPool, config: EngineConfig, workload: Workload, reference: list[Any],
-                 verdict: Int8Verdict | None, limit: int = 600) -> dict[str, Any]:
-    """Reference fp32 scores beside int8 scores (the winner's other knobs) for the report's scatter, and how each
-    int8 variant was judged (`variant`: the one the search ran, None where none passed)."""
-    int8 = _scores(pool, replace(config, precision="int8"), workload)
-    fp32 = np.concatenate(reference)
-    quant = np.concatenate(int8)
-    step = max(1, len(fp32) // limit)
-    return {"fp32": [round(float(x), 6) for x in fp32[::step]], "int8": [round(float(x), 6) for x in quant[::step]],
-            **({} if verdict is None else {"variant": verdict.to_dict()["chosen"], "judged": verdict.to_dict()})}

@@ -20,7 +20,8 @@ from autotune.errors import OptionsError
 from autotune.hindsight.keys import DEFAULT_ENCODING, TOKENIZER_ENCODING, user_caps
 from autotune.runtime.engine import EngineConfig
 from autotune.search.finalists import Finalist, rerace
-from autotune.search.parity import compare
+from autotune.search.measure import scores_of
+from autotune.search.parity import compare, fresh_reference
 from autotune.search.refine import Refiner
 from autotune.search.scope import (
     TOKEN_GRID,
@@ -57,8 +58,6 @@ class Picked:
 def scope_phase(ctx: Any, picked: Picked, *, gate: ResultGate, tune_pool: bool) -> ScopeOutcome:
     """Choose the scope and, when it changes the pick, put the scoped winner and a fresh side-by-side baseline
     in `picked` (the engine-only pick stays in the outcome, for the attribution)."""
-    from autotune.pipeline.phases import _scores
-
     pool, workload, settings = ctx.pool, ctx.workload, ctx.settings
     encoding = encoding_of(ctx.user_env)
     fixed = Scope(tuple(sorted(user_caps(ctx.user_env).items())))
@@ -70,16 +69,16 @@ def scope_phase(ctx: Any, picked: Picked, *, gate: ResultGate, tune_pool: bool) 
 
     scored: dict[tuple[EngineConfig, str], list[np.ndarray]] = {}
 
-    def scores_of(config: EngineConfig, wl: Workload) -> list[np.ndarray]:
+    def score_once(config: EngineConfig, wl: Workload) -> list[np.ndarray]:
         """Each form of the workload scored once per configuration (the gate on the pick and the whole pool's
         exploration ask for the same pass)."""
         key = (pool.effective(config), wl.sha256)
         if key not in scored:
-            scored[key] = _scores(pool, config, wl)
+            scored[key] = scores_of(pool, config, wl)
         return scored[key]
 
     def agreement_of(config: EngineConfig, shaped: Shaped) -> Agreement:
-        return compare_results(ref_results, final_results(replays, shaped, scores_of(config, shaped.workload)),
+        return compare_results(ref_results, final_results(replays, shaped, score_once(config, shaped.workload)),
                                sum(replays.recorded))
 
     winner = picked.winner
@@ -111,7 +110,7 @@ def scope_phase(ctx: Any, picked: Picked, *, gate: ResultGate, tune_pool: bool) 
                   "notes): the gate judges them on their top 10, and their level is not capped")
     ctx.stage(f"the result-quality gate: per query, the share of fp32's whole-pool results still returned "
               f"(floor: mean {gate.min_mean:g}, any query {gate.min_query:g})")
-    explored = explore(workload, replays, ref_results, lambda wl: scores_of(winner.config, wl), gate,
+    explored = explore(workload, replays, ref_results, lambda wl: score_once(winner.config, wl), gate,
                        fixed=fixed, encoding=encoding, token_grid=() if tokens_fixed else TOKEN_GRID)
     outcome.points = summary_points(explored, fixed)
     candidates = [c for c in explored.candidates if c.passed and c.scope != fixed]
@@ -148,7 +147,7 @@ def scope_phase(ctx: Any, picked: Picked, *, gate: ResultGate, tune_pool: bool) 
     if config != winner.config and agreement_of(config, chosen_shape).passes(gate):
         engine_only, pick = _race(ctx, picked, [(winner.config, base), (config, chosen_shape)])
     chosen_reference = fp32_reference(ctx, chosen, chosen_shape)
-    pick.parity = compare(chosen_reference, _scores(pool, pick.config, chosen_shape.workload),
+    pick.parity = compare(chosen_reference, scores_of(pool, pick.config, chosen_shape.workload),
                           settings.tolerance(pick.config.precision))
     outcome.scope, outcome.engine_only, outcome.pairs_scored = chosen, engine_only, chosen_shape.pairs
     outcome.agreement = agreement_of(pick.config, chosen_shape)
@@ -179,9 +178,9 @@ def fp32_reference(ctx: Any, scope: Scope, shaped: Shaped) -> list[np.ndarray]:
     whole (a pair's score does not depend on its pool); computed afresh (and cached) when they are cut."""
     if scope.tokens is None:
         return [ctx.reference[i][kept] for i, kept in enumerate(shaped.kept)]
-    from autotune.pipeline.phases import _reference
 
-    return _reference(ctx.bundle, ctx.host, shaped.workload, ctx.traits)
+    return fresh_reference(ctx.bundle, ctx.host.has_vnni, ctx.host.onnxruntime, shaped.workload,
+                           ctx.traits.max_tokens)
 
 
 def _race(ctx: Any, picked: Picked, contenders: list[tuple[EngineConfig, Shaped]]) -> list[Finalist]:

@@ -16,12 +16,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from autotune.fileio import sha256_bytes, write_atomic
 from autotune.paths import cache_dir
-from autotune.runtime.engine import REFERENCE, ScoringPool
+from autotune.runtime.engine import REFERENCE, EngineConfig, ScoringPool
 from autotune.runtime.quantize import (
     SCALES,
     Int8Variant,
@@ -31,7 +32,7 @@ from autotune.runtime.quantize import (
     quantize_to,
     weight_matmuls,
 )
-from autotune.search.measure import replay
+from autotune.search.measure import replay, scores_of
 from autotune.search.parity import ParityReport, Tolerance, compare, logits
 from autotune.workload.queries import Workload
 
@@ -159,3 +160,15 @@ def _scratch_scores(pool: ScoringPool, source: Path, variant: Int8Variant, workl
         del engine
     return scores
 
+
+
+def int8_scatter(pool: ScoringPool, config: EngineConfig, workload: Workload, reference: list[np.ndarray],
+                 verdict: Int8Verdict | None, limit: int = 600) -> dict[str, Any]:
+    """Reference fp32 scores beside int8 scores (the winner's other knobs) for the report's scatter, and how each
+    int8 variant was judged (`variant`: the one the search ran, None where none passed)."""
+    int8 = scores_of(pool, replace(config, precision="int8"), workload)
+    fp32 = np.concatenate(reference)
+    quant = np.concatenate(int8)
+    step = max(1, len(fp32) // limit)
+    return {"fp32": [round(float(x), 6) for x in fp32[::step]], "int8": [round(float(x), 6) for x in quant[::step]],
+            **({} if verdict is None else {"variant": verdict.to_dict()["chosen"], "judged": verdict.to_dict()})}

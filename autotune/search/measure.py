@@ -14,7 +14,7 @@ import numpy as np
 
 from autotune.runtime.engine import EngineConfig, ScoreResult, Scoring, ScoringPool, engines_for
 from autotune.search.memory_guard import check as check_memory
-from autotune.workload.queries import Query
+from autotune.workload.queries import Query, Workload
 
 Scorer = Callable[[str, list[str]], object]
 PassTimer = Callable[[Sequence[Query]], list[float]]  # one pass over queries: each one's seconds
@@ -39,6 +39,11 @@ def replay(engine: Scoring, queries: Sequence[Query], *, keep_scores: bool = Fal
         check_memory()
         results.append(engine.score(q.query, q.documents))
     return _pass(results, [r.total_s for r in results], keep_scores)
+
+
+def scores_of(pool: ScoringPool, config: EngineConfig, workload: Workload) -> list[np.ndarray]:
+    """A configuration's scores for every query of the workload, one query at a time."""
+    return replay(pool.engine(config), workload.queries, keep_scores=True).scores
 
 
 def replay_loaded(engines: Sequence[Scoring], queries: Sequence[Query], concurrency: int, *,

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from autotune.paths import cache_dir
-from autotune.runtime.engine import REFERENCE
+from autotune.runtime.engine import REFERENCE, EngineTraits
+from autotune.runtime.model import ModelBundle
 from autotune.runtime.sessions import EnginePool
 from autotune.search.measure import replay
 from autotune.workload.queries import Workload
@@ -164,6 +165,13 @@ def _logit(scores: np.ndarray) -> np.ndarray:
 def logits(scores: Sequence[np.ndarray]) -> np.ndarray:
     """Every pair's score as a logit, in one array (clipped where a score is saturated)."""
     return np.concatenate([_logit(s) for s in scores]) if len(scores) else np.zeros(0)
+
+
+def fresh_reference(bundle: ModelBundle, has_vnni: bool, onnxruntime_version: str, workload: Workload,
+                    max_tokens: int | None) -> list[np.ndarray]:
+    """The fp32 reference on a pool of its own, truncated as the target truncates; its session is freed after."""
+    pool = EnginePool(bundle, has_vnni=has_vnni, traits=EngineTraits(max_tokens=max_tokens), max_sessions=1)
+    return reference_scores(pool, workload, onnxruntime_version)
 
 
 def reference_scores(pool: EnginePool, workload: Workload, onnxruntime_version: str) -> list[np.ndarray]:

@@ -36,6 +36,10 @@ def fail_stale_trials(study: optuna.Study) -> int:
 
 
 TAKEN = (*FINISHED, TrialState.RUNNING)  # counted against --trials
+MAX_ASKS = 4  # asks per trial at most, refusals before measuring included
+# a trial refused before anything was measured (the cores or the memory estimate): it costs no time, and does not
+# count against --trials
+UNMEASURED = "unmeasured"
 
 
 def run_study(
@@ -66,7 +70,10 @@ def run_study(
         warnings.simplefilter("ignore", category=optuna.exceptions.ExperimentalWarning)
         while timeout_s is None or time.monotonic() - started < timeout_s:
             with gate():
-                if len(study.get_trials(deepcopy=False, states=TAKEN)) >= trials:
+                taken = study.get_trials(deepcopy=False, states=TAKEN)
+                # a refusal before measuring spends no trial, up to a bound: a space the cores or the memory
+                # refuse nearly everywhere must still end
+                if sum(not t.user_attrs.get(UNMEASURED) for t in taken) >= trials or len(taken) >= MAX_ASKS * trials:
                     break
                 trial = study.ask()
                 trial.set_user_attr(HOST_ATTR, me)

@@ -76,3 +76,15 @@ def test_a_huge_profile_is_refused_unread(tmp_path):
         fh.truncate(MAX_PROFILE_BYTES + 1)  # sparse: no disk, the size is what is refused
     with pytest.raises(OptionsError, match="refused unread"):
         load_profile(path)
+
+
+def test_a_value_shared_by_two_places_is_written_twice_and_reads_back(tmp_path):
+    """The int8 variant sits in `model` and in `parity`: a shared object once became a YAML alias, which
+    `load_profile` refuses, and `check` could not read the profile the run had just written."""
+    from autotune.outputs.profile import load_profile, render_profile
+
+    shared = {"scales": "per-channel", "fp32_nodes": []}
+    path = tmp_path / "p.yaml"
+    path.write_text(render_profile({"schema": 1, "config": {}, "model": {"int8_variant": shared},
+                                    "parity": {"variant": shared}}))
+    assert "&" not in path.read_text() and load_profile(path)["model"]["int8_variant"] == shared

@@ -55,3 +55,16 @@ def test_a_recording_from_a_hindsight_without_the_targets_provider_is_refused():
     check_hindsight_version(old, get_target("tei"))  # the sidecar needs only Hindsight's TEI client
     check_hindsight_version(Workload([Query("q", ["d"], extra={"hindsight_version": "1.1.0"})], "0" * 64),
                             get_target("onnx"))
+
+
+def test_nothing_passed_counts_what_refused_the_trials():
+    """Issue 46: a run whose trials all failed parity said "no configuration fits the memory budget"."""
+    from types import SimpleNamespace
+
+    from autotune.pipeline.phases import nothing_passed
+
+    trials = [SimpleNamespace(user_attrs={"rejected": "top-10 kept 0.9 on average < 0.95"}),
+              SimpleNamespace(user_attrs={"rejected": "estimated 900 MB would pass the memory budget of 512 MB"}),
+              SimpleNamespace(user_attrs={})]
+    said = nothing_passed(trials, 512.0, 84)  # type: ignore[arg-type]
+    assert "of 3 trials (the space holds 84), 1 passed the memory budget of 512 MB and 1 failed the parity" in said

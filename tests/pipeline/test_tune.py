@@ -13,7 +13,7 @@ def test_a_second_run_is_refused_before_the_model_loads(tmp_path, tiny_model_dir
     from autotune.runlock import host_lock
 
     loaded = []
-    monkeypatch.setattr("autotune.pipeline.phases.resolve_model", lambda *a: loaded.append(1))
+    monkeypatch.setattr("autotune.runtime.model.resolve_model", lambda *a, **k: loaded.append(1))
     with host_lock():
         monkeypatch.setenv("AUTOTUNE_STATE_DIR", str(tmp_path / "another-state"))
         status, _, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
@@ -32,10 +32,10 @@ def test_the_phases_run_in_order_and_report_each_trial(tmp_path, tiny_model_dir,
                               profile_dir=tmp_path / "profiles", compose_file=None, model_out=tmp_path / "model",
                               settings=SearchSettings(trials=4, repeats=1, final_rounds=1)),
                    on_stage=stages.append, progress=lambda _study, trial: trials.append(trial.number))
-    order = ["computing the fp32 reference", "checking int8 parity", "searching", "refining", "re-measuring",
+    order = ["computing the fp32 reference", "judging int8", "searching", "refining", "re-measuring",
              "pool:"]
     seen = [next(i for i, s in enumerate(stages) if s.startswith(prefix)) for prefix in order]
     assert seen == sorted(seen), stages
-    assert trials == [0, 1, 2, 3]
+    assert trials == list(range(len(trials))) and len(trials) >= 4  # refused before measuring: not counted
     assert outcome.profile_path.exists() and (tmp_path / ".env").exists()  # committed last
     assert outcome.profile["config"] == outcome.result.winner.config.to_dict()

@@ -91,6 +91,9 @@ class Target(ABC):
     concurrent: ClassVar[bool] = False
     has_max_tokens: ClassVar[bool] = False  # reads a pair truncation key (`--max-tokens`)
     defaults_label: ClassVar[str]  # Hindsight's defaults for it, in words
+    # `bench`: the reference that is this target's own defaults (if any), and what a profile of it races by default
+    defaults_reference: ClassVar[str | None] = None
+    bench_against: ClassVar[tuple[str, ...]] = ()
     env_spec: ClassVar[Mapping[str, KeySpec]]  # every key `env_keys` may write, with its type: a profile may
     # carry no other, and no value of another type
     env_names: ClassVar[tuple[str, ...]]  # the names of `env_spec`
@@ -113,6 +116,14 @@ class Target(ABC):
     @abstractmethod
     def env_keys(self, config: EngineConfig, ctx: EnvContext) -> dict[str, str]:
         """The `.env` block for a configuration; no value is ever empty."""
+
+    def load_model(self, ref: str | os.PathLike[str] | None) -> ModelBundle:
+        """The model this target runs: `ref` a directory, or None / "default" for the embedded default (in the
+        stand-in-head form where the target loads only a stock cross-encoder)."""
+        from autotune.runtime.model import resolve_model
+
+        default = ref is None or str(ref) == "default"
+        return resolve_model(None if default else Path(ref), stock=self.stock_default)  # type: ignore[arg-type]
 
     def pool(self, bundle: ModelBundle, *, has_vnni: bool, usable_cores: int,
              max_tokens: int | None = None) -> ScoringPool:

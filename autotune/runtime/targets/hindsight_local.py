@@ -130,6 +130,7 @@ class LocalTarget(Target):
     emits_model = True
     stock_default = True  # sentence-transformers' CrossEncoder cannot run the bi-encoder graph
     defaults_label = "sentence-transformers CrossEncoder.predict(batch_size=32) on PyTorch, no bucket sort"
+    bench_against = ("hindsight-local",)
     config_keys: ClassVar[tuple[str, ...]] = (f"{PREFIX}LOCAL_BATCH_SIZE", f"{PREFIX}LOCAL_BUCKET_BATCHING",
                                               "OMP_NUM_THREADS")
     env_spec: ClassVar[Mapping[str, KeySpec]] = {

@@ -42,6 +42,8 @@ class OnnxTarget(Target):
     has_max_tokens = True
     concurrent = True
     defaults_label = "Hindsight's onnx provider at its defaults: batch 32, threads = its cap, arena off"
+    defaults_reference = "hindsight-onnx"
+    bench_against = ("hindsight-onnx", "hindsight-local")
     config_keys: ClassVar[tuple[str, ...]] = tuple(
         f"{PREFIX}ONNX_{k}" for k in ("BATCH_SIZE", "THREADS", "CPU_MEM_ARENA", "MAX_TOKENS"))
     env_spec: ClassVar[Mapping[str, KeySpec]] = {

@@ -33,6 +33,8 @@ class TeiTarget(Target):
     server_module = "autotune.serve.app"
     concurrent = True
     defaults_label = "onnxruntime, batch 32, no sort, fp32, default threads"
+    defaults_reference = "ort-default"
+    bench_against = ("ort-default", "hindsight-onnx", "hindsight-local")
 
     def traits(self, usable_cores: int, max_length: int, max_tokens: int | None = None) -> EngineTraits:
         """The sidecar cuts batches by TEI's token budget as well as by count, as `serve` does."""
