@@ -74,7 +74,7 @@ def setup() -> tuple[object, object, EnginePool]:
 def real_hindsight_setup() -> tuple[object, list[str]]:
     """For the benchmarks on a real Hindsight: refuse where PostgreSQL with pgvector is missing, print the
     host (its ISA: figures are this host's), and return it with the example's queries."""
-    from tests.real_hindsight import pgvector_missing
+    from tests.support.real_hindsight import pgvector_missing
 
     missing = pgvector_missing()
     if missing:
@@ -88,7 +88,7 @@ def real_hindsight_setup() -> tuple[object, list[str]]:
 def tune_recording(work: Path, recording: Path, name: str, *extra: str) -> tuple[dict[str, str], str]:
     """`autotune run` on a recording, small (8 trials, 1 repeat, 2 final rounds): its `.env` block and its output."""
     from autotune.outputs.envfile import managed_values
-    from tests.real_hindsight import cli
+    from tests.support.real_hindsight import cli
 
     status, out, err = cli("run", "--workload", str(recording), "--env-file", str(work / f"{name}.env"),
                            "--profile-dir", str(work / "profiles"), "--name", name, "--model-out",

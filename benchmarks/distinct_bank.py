@@ -1,7 +1,7 @@
 """A bank of distinct memories for the pool benchmark: the example's 45, then facts of the same household
 and office, each said once.
 
-`tests.real_hindsight.memories` repeats the example's 45 memories (each about 67 times in 3000, glued to
+`tests.support.real_hindsight.memories` repeats the example's 45 memories (each about 67 times in 3000, glued to
 another one or marked as noted again), so a query's answer arrives in dozens of near-copies whose order
 only noise decides, and a result list keeps an arbitrary few of them. A bank a user builds says each
 fact once, with many memories sharing a query's words (the same people, the same insurance, another

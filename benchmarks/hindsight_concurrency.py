@@ -24,7 +24,7 @@ from _common import real_hindsight_setup, tune_recording
 from autotune.hindsight.trace import rerank_phase_seconds
 from autotune.runtime.model import build_default_model
 from autotune.search.stats import percentile
-from tests.real_hindsight import RealHindsight, cli, memories, onnx_defaults
+from tests.support.real_hindsight import RealHindsight, cli, memories, onnx_defaults
 
 BANK = "concurrency"
 KEY = "HINDSIGHT_API_RERANKER_ONNX_MAX_CONCURRENT"

@@ -31,8 +31,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from autotune.host import default_probe
-    from tests.conftest import DOCS
-    from tests.runtime.test_families import FAMILIES, LONG_DOC, export
+    from tests.support.corpus import DOCS
+    from tests.support.families import FAMILIES, LONG_DOC, export
 
     host = default_probe().probe()
     print(f"host: {host.brand}, {host.cores.usable} usable cores, VNNI {'yes' if host.has_vnni else 'no'}; "

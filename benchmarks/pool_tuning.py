@@ -36,7 +36,7 @@ from autotune.analysis.verify import verify_cutover
 from autotune.runtime.model import build_default_model
 from autotune.search.stats import percentile
 from autotune.workload.queries import load_workload
-from tests.real_hindsight import RealHindsight, cli, memories, onnx_defaults
+from tests.support.real_hindsight import RealHindsight, cli, memories, onnx_defaults
 
 BANK = "pool-bench"
 BANKS = {"distinct": distinct_memories, "repeated": memories}

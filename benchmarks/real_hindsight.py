@@ -13,7 +13,7 @@ from pathlib import Path
 
 from _common import real_hindsight_setup
 
-from tests.real_hindsight import RealHindsight, cutover_flow
+from tests.support.real_hindsight import RealHindsight, cutover_flow
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from autotune.runtime.bert_onnx import build_bert_cross_encoder
 from autotune.runtime.model import default_weights_dir
+from tests.support.corpus import DOCS
 
 TINY_CONFIG = {
     "num_hidden_layers": 2, "hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 64,
@@ -77,19 +78,6 @@ def isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.setenv("AUTOTUNE_LOCK_DIR", str(tmp_path_factory.mktemp("lock")))
 
 
-DOCS = [
-    "Paris is the capital and most populous city of France.",
-    "The Eiffel Tower was completed in 1889.",
-    "Berlin is the capital of Germany.",
-    "[Date: June 05, 2022 (2022-06-05)] conversation: Maya said she is allergic to peanuts.",
-    "Bananas are rich in potassium.",
-    "The Seine flows through Paris before reaching the English Channel at Le Havre, passing many bridges.",
-    "東京は日本の首都です。🍣",
-    "France borders Spain, Italy, Switzerland, Germany, Luxembourg and Belgium.",
-    "x " * 400,
-]
-
-
 def write_workload(path: Path, n_queries: int = 4, docs: list[str] | None = None) -> Path:
     docs = docs or DOCS
     queries = ["What is the capital of France?", "Who is allergic to peanuts?", "Tell me about rivers",
@@ -109,8 +97,6 @@ def workload_file(tmp_path: Path) -> Path:
 # .ci/run installs everything the suite needs, so a skip there means a dependency silently went missing (a failed
 # pgvector build once let CI go green with every real-Hindsight test skipped). Only these may skip in CI:
 CI_ALLOWED_SKIPS = {
-    # `helm` is in none of this workplace's registries (apt, pip, npm), and Hindsight's chart is not vendored.
-    "tests/commands/test_helm.py::test_helm_template_renders_the_reranker_with_our_image",
     # held to int8 only on a host with VNNI; every machine here so far has had it, and none can be chosen
     "tests/test_cutover_live.py::test_hindsight_loads_the_int8_model_and_scores_as_the_replay_predicted",
 }

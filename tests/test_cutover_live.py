@@ -13,7 +13,7 @@ import re
 import pytest
 
 from autotune.host import HostProbe
-from tests.real_hindsight import RealHindsight, cutover_flow, pgvector_missing
+from tests.support.real_hindsight import RealHindsight, cutover_flow, pgvector_missing
 
 pytestmark = pytest.mark.slow  # a real Hindsight on PostgreSQL: minutes
 

@@ -73,9 +73,12 @@ def format_result(result: SearchResult) -> str:
             out.append(f"  ... and {len(result.rejected) - 10} more (see the profile)")
     pruned = sum(t.state == "pruned" for t in result.trials)
     failed = sum(t.state == "fail" for t in result.trials)
-    counted = len(result.trials) - failed
+    refused = sum(t.unmeasured for t in result.trials)
+    counted = len(result.trials) - failed - refused
     out += ["", f"{counted} trials ({result.resumed_trials} resumed from an earlier run, {pruned} stopped early by "
                 f"successive halving, {len(result.rejected)} rejected)"
+            + (f"; {refused} refused before measuring (the cores or the memory estimate), not counted"
+               if refused else "")
             + (f"; {failed} interrupted, not counted" if failed else "")]
     out += [f"left out: {d.line()}" for d in result.dropped]
     if result.refined is not None:

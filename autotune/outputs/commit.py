@@ -76,6 +76,7 @@ def check_outputs(paths: OutputPaths, target: Target, name: str, *, inputs: dict
     """Every output must be writable, autotune's own or new, and no input of this run, and the `.env` block
     intact, before anything is measured."""
     if paths.model_path_in_container is not None:
+        check_value("--model-path-in-container", paths.model_path_in_container)  # a line break: named as one
         check_container_path(paths.model_path_in_container)
     check_value("--tei-url", paths.tei_url)  # an .env value: one line, no credential, checked now
     profile = profile_path(paths.profile_dir, name)

@@ -57,7 +57,8 @@ def build_profile(*, name: str, target: Target, result: SearchResult, host: Host
             "study": result.study_name,
             "sampler": f"TPESampler(seed={settings.seed})",
             "seed": settings.seed,
-            "trials": sum(t.state != "fail" for t in result.trials),
+            "trials": sum(t.state != "fail" and not t.unmeasured for t in result.trials),
+            "refused_before_measuring": sum(t.unmeasured for t in result.trials),  # cores or memory: no trial spent
             "trials_planned": result.trials_planned,
             "pruned_trials": sum(t.state == "pruned" for t in result.trials),
             "pruner": "SuccessiveHalvingPruner over the workload's queries (reduction factor 2)",

@@ -27,8 +27,8 @@ from autotune.search.memory_guard import TRIP_SHARE, MemoryTripped, measuring, r
 from autotune.search.parity import compare
 from autotune.search.space import SearchSettings
 from autotune.search.stats import percentile
-from autotune.search.study import FINISHED
-from autotune.search.trial_loop import UNMEASURED, is_live
+from autotune.search.study import FINISHED, UNMEASURED
+from autotune.search.trial_loop import is_live
 from autotune.workload.queries import Workload
 
 COPIED_ATTRS = ("parity", "rejected", "per_query_median_ms", "padding_overhead", "rss_mb", "peak_growth_mb",

@@ -57,15 +57,20 @@ class TrialRecord:
     peak_growth_mb: float | None = None  # how far this trial raised the RSS above where it started
     estimated_mb: float | None = None  # the estimate made before running it
     queries_measured: int | None = None  # fewer than the workload's when successive halving stopped it
+    unmeasured: bool = False  # refused before measuring: it spent no trial
 
     def to_dict(self) -> dict[str, Any]:
         return {"number": self.number, **self.config.to_dict(), "state": self.state,
                 "p95_ms": self.p95_ms, "rejected": self.rejected, "rss_mb": self.rss_mb,
                 "peak_growth_mb": self.peak_growth_mb, "estimated_mb": self.estimated_mb,
-                "queries_measured": self.queries_measured, "duplicate_of": self.duplicate_of}
+                "queries_measured": self.queries_measured, "duplicate_of": self.duplicate_of,
+                "unmeasured": self.unmeasured}
 
 
 HOST_ATTR = "host_id"  # which host ran a trial: a shared study's trials come from several
+# a trial refused before anything was measured (the cores or the memory estimate): it costs no time, and does not
+# count against --trials
+UNMEASURED = "unmeasured"
 HOST_NAME_ATTR = "host"
 
 
@@ -100,7 +105,8 @@ def trial_records(study: optuna.Study) -> list[TrialRecord]:
         attrs = t.user_attrs
         records.append(TrialRecord(t.number, config_of(t), t.state.name.lower(), value, rejected,
                                    attrs.get("rss_mb"), attrs.get("duplicate_of"), attrs.get("peak_growth_mb"),
-                                   attrs.get("estimated_mb"), attrs.get("queries_measured")))
+                                   attrs.get("estimated_mb"), attrs.get("queries_measured"),
+                                   bool(attrs.get(UNMEASURED))))
     return records
 
 def halving_pruner(rungs: Sequence[int]) -> optuna.pruners.BasePruner:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune.search.study import FINISHED, HOST_ATTR, HOST_NAME_ATTR, finished_trials, host_id
+from autotune.search.study import FINISHED, HOST_ATTR, HOST_NAME_ATTR, UNMEASURED, finished_trials, host_id
 
 if TYPE_CHECKING:
     from autotune.search.objective import Objective
@@ -37,9 +37,6 @@ def fail_stale_trials(study: optuna.Study) -> int:
 
 TAKEN = (*FINISHED, TrialState.RUNNING)  # counted against --trials
 MAX_ASKS = 4  # asks per trial at most, refusals before measuring included
-# a trial refused before anything was measured (the cores or the memory estimate): it costs no time, and does not
-# count against --trials
-UNMEASURED = "unmeasured"
 
 
 def run_study(
@@ -62,7 +59,7 @@ def run_study(
     me, name = host_id(), socket.gethostname()
     with gate():
         fail_stale_trials(study)
-        done = len(finished_trials(study))
+        done = sum(not t.user_attrs.get(UNMEASURED) for t in finished_trials(study))
     started = time.monotonic()
     if timeout_s is not None and timeout_s <= 0:
         return done

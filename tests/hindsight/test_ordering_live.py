@@ -10,7 +10,7 @@ import pytest
 from autotune.hindsight.trace import pool_facts, recall_pool
 from autotune.runtime.model import build_default_model
 from autotune.workload.queries import load_workload
-from tests.real_hindsight import RealHindsight, cli, memories, onnx_defaults, pgvector_missing
+from tests.support.real_hindsight import RealHindsight, cli, memories, onnx_defaults, pgvector_missing
 
 pytestmark = pytest.mark.slow  # a real Hindsight on PostgreSQL: minutes
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
-from tests.real_hindsight import PG_BIN, Postgres
+from tests.support.real_hindsight import PG_BIN, Postgres
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -194,7 +194,7 @@ def memories(n: int = 240, seed: int = 3) -> list[dict[str, Any]]:
     that Hindsight 1.1 does not turn into occurred_start when no LLM extracts facts."""
     import random
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
     import make_queries as mq
 
     rng = random.Random(seed)
@@ -223,7 +223,7 @@ def onnx_defaults(model_dir: Path) -> dict[str, str]:
 def cli(*args: str) -> tuple[int, str, str]:
     """`autotune ARGS` in a process of its own, as a user runs it. In the test process its memory budget was
     measured against pytest's own RSS, which a full suite grows past 1.5 GB: every configuration was refused."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)}
     done = subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, env=env)
     return done.returncode, done.stdout, done.stderr
