@@ -1,9 +1,11 @@
-"""The phases of `autotune run`, each a function of a small run context that a test can call alone.
+"""The phases of `autotune run`, as functions over one run context (`tune.py` calls them in order).
 
 prepare (no model yet: inputs, host, every output path) -> load (model, pool, fp32 reference, the
-recording's self-check) -> precheck (int8 and the fused graph once; the objective) -> search (the
-Optuna study) -> refine (hill-climb) -> race (finalists against Hindsight's defaults, interleaved) ->
-judge (parity again, the pick, load and memory figures) -> commit (`outputs.commit`).
+recording's self-check) -> precheck (int8 judged by its results, the fused graph; the objective) -> search
+(the Optuna study) -> refine (hill-climb) -> race (finalists against Hindsight's defaults, interleaved) ->
+judge (parity again, the pick, then the scope phase: how much Hindsight scores, `scoping.scope_phase`; load
+and memory figures) -> commit (`outputs.commit`). `load` and `precheck` fill fields of the context that
+`prepare` leaves empty: the typed hand-offs issue 45 asks for are not built yet.
 """
 
 from __future__ import annotations

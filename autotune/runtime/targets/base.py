@@ -2,8 +2,9 @@
 
 It is not a second tuner. The tuner, `bench`, `check`, `apply`, `compose` and `helm` take any target
 and ask it, never its name: its engine traits (or its own pool), its search space, Hindsight's
-defaults, the `.env` keys for a configuration, whether it emits a model directory, whether Hindsight
-reaches it over HTTP (a sidecar), and whether it has a truncation key.
+defaults (and which of `bench`'s references they are), the `.env` keys for a configuration with each
+key's type, the model it loads, whether it emits a model directory, whether Hindsight reaches it over
+HTTP (a sidecar), and whether it has a truncation key.
 """
 
 from __future__ import annotations
