@@ -43,3 +43,41 @@ def test_interrupts_wait_until_outputs_are_written(tmp_path):
         os.kill(os.getpid(), signal.SIGINT)
         write_atomic(path, "landed")
     assert path.read_text() == "landed"
+
+
+def test_a_rewritten_file_keeps_its_owner_group_and_mode(tmp_path):
+    """Issue 46, item 8: a `.env` owned by `nobody`, mode 600, became root's after a run as root, and its owner
+    could no longer read it. (As another user than root, the owner is the writer's own: mode is what is held.)"""
+    import os
+
+    from autotune.fileio import write_atomic
+
+    path = tmp_path / ".env"
+    path.write_text("A=1\n")
+    os.chmod(path, 0o600)
+    if os.geteuid() == 0:
+        os.chown(path, 65534, 65534)
+    before = path.stat()
+    write_atomic(path, "A=2\n")
+    after = path.stat()
+    assert path.read_text() == "A=2\n"
+    assert (after.st_uid, after.st_gid, after.st_mode & 0o7777) == (before.st_uid, before.st_gid, 0o600)
+
+
+def test_a_hard_linked_file_is_refused_and_both_names_keep_their_bytes(tmp_path):
+    import os
+
+    import pytest
+
+    from autotune.errors import OutputError
+    from autotune.fileio import check_writable, write_atomic
+
+    path, other = tmp_path / ".env", tmp_path / "deploy.env"
+    path.write_text("A=1\n")
+    os.link(path, other)
+    with pytest.raises(OutputError, match="hard link"):
+        check_writable(path)
+    with pytest.raises(OutputError, match="hard link"):
+        write_atomic(path, "A=2\n")
+    assert path.read_text() == other.read_text() == "A=1\n" and os.path.samefile(path, other)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".env", "deploy.env"]  # no staged file left

@@ -296,3 +296,20 @@ def test_a_container_path_of_slash_is_refused_before_measuring_for_what_it_is(tm
     status, _, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir),
                               "--model-path-in-container", "/", "--env-file", str(tmp_path / ".env")])
     assert status == ExitStatus.BAD_OPTIONS and "absolute directory below /" in err and "searching" not in err, err
+
+
+def test_max_tokens_below_the_shortest_cut_is_refused_and_the_cut_is_part_of_the_studys_identity(
+        tmp_path, tiny_model_dir, workload_file):
+    """Issue 46, item 7: `--max-tokens 2` truncated nothing and exited 0; trials timed at 512 tokens were resumed
+    for a run at another cut."""
+    base = ["run", "--workload", str(workload_file), "--model", str(tiny_model_dir), "--no-compose",
+            "--trials", "2", "--repeats", "1", "--final-rounds", "1", "--refine-rounds", "0"]
+    status, _, err = run_cli([*base, "--max-tokens", "2", "--env-file", str(tmp_path / "a.env")])
+    assert status == ExitStatus.BAD_OPTIONS and "shortest cut" in err and not (tmp_path / "a.env").exists(), err
+    studies = []
+    for n, cut in enumerate(("64", "32")):
+        status, _, err = run_cli([*base, "--max-tokens", cut, "--env-file", str(tmp_path / f"{n}.env"),
+                                  "--profile-dir", str(tmp_path / f"p{n}")])
+        assert status == ExitStatus.OK, err
+        studies.append(next(line for line in err.splitlines() if "(study " in line).split("(study ")[1])
+    assert studies[0] != studies[1]

@@ -68,3 +68,23 @@ def test_nothing_passed_counts_what_refused_the_trials():
               SimpleNamespace(user_attrs={})]
     said = nothing_passed(trials, 512.0, 84)  # type: ignore[arg-type]
     assert "of 3 trials (the space holds 84), 1 passed the memory budget of 512 MB and 1 failed the parity" in said
+
+
+@pytest.mark.parametrize("inside", [True, False])
+def test_caps_autotune_wrote_are_never_read_back_as_the_users(tmp_path, tiny_model_dir, inside):
+    """Issue 46, item 6: a rerun read its own block's MAX_TOKENS_PER_CANDIDATE and MAX_CANDIDATES_LOW as the
+    user's, cut the replay, and then refused the recording as not reproducing Hindsight's scores."""
+    from autotune.outputs.envfile import BEGIN, END
+
+    path = tmp_path / "w.jsonl"
+    path.write_text(json.dumps({"query": "q", "budget": "low", "documents": [f"doc {i} " * 40 for i in range(20)]})
+                    + "\n")
+    keys = "HINDSIGHT_API_RERANKER_MAX_TOKENS_PER_CANDIDATE=32\nHINDSIGHT_API_RERANKER_MAX_CANDIDATES_LOW=10\n"
+    (tmp_path / ".env").write_text(f"{BEGIN}\n{keys}{END}\n" if inside else keys)
+    said: list[str] = []
+    ctx = prepare(RunOptions(workload=path, model=tiny_model_dir, env_file=tmp_path / ".env", compose_file=None,
+                             profile_dir=tmp_path / "profiles"), stage=said.append)
+    if inside:
+        assert ctx.cap is None and ctx.user_env == {} and not said
+    else:  # the user's own lines: Hindsight cuts and caps so, and the replay must too
+        assert ctx.cap is not None and ctx.cap.max_tokens == 32 and said and "MAX_CANDIDATES 10" in said[0]

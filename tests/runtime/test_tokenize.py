@@ -97,3 +97,18 @@ def test_a_huge_document_is_never_tokenized_whole():
     huge = "memory " * 2_000_000  # 14 MB
     [(_query, doc)] = tok.pairs("what is remembered?", [huge])
     assert len(doc) < 100_000 and huge.startswith(doc)
+
+
+def test_a_cut_that_leaves_no_room_for_the_texts_is_refused(tiny_model_dir):
+    """Issue 46, item 7: `--max-tokens 1` or `2` cut nothing at all (25 tokens came back) and the run wrote
+    ONNX_MAX_TOKENS=1 with its gate at 1.000."""
+    import pytest
+
+    from autotune.errors import OptionsError
+    from autotune.runtime.tokenize import PairTokenizer
+
+    for length in (1, 2, 4):
+        with pytest.raises(OptionsError, match="the shortest cut this model takes is 5"):
+            PairTokenizer(tiny_model_dir / "tokenizer.json", length)
+    shortest = PairTokenizer(tiny_model_dir / "tokenizer.json", 5)
+    assert all(len(e.ids) == 5 for e in shortest.encode("what is the capital", ["Paris is the capital of France"]))
