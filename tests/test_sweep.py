@@ -32,7 +32,7 @@ from autotune.outputs.envfile import BEGIN
 from autotune.runtime.bert_onnx import build_bert_cross_encoder
 from tests.conftest import TINY_CONFIG, tiny_weights, write_model_dir, write_workload
 from tests.hindsight.test_versions import response_1_1
-from tests.support.cli import one_line, run_cli, snapshot
+from tests.support.cli import one_line, run_cli, run_in, snapshot
 from tests.support.http import JsonHandler, serving
 
 FAST = ["--trials", "2", "--repeats", "1", "--final-rounds", "1", "--refine-rounds", "0"]
@@ -368,12 +368,9 @@ def test_wrong_answers(project, case):
 def tei_profile(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> dict[str, Any]:
     work = tmp_path_factory.mktemp("tei-profile")
     write_workload(work / "queries.jsonl")
-    with pytest.MonkeyPatch.context() as mp:  # a module's fixture runs before the per-test isolated dirs
-        mp.setenv("AUTOTUNE_STATE_DIR", str(work / "state"))
-        mp.setenv("AUTOTUNE_LOCK_DIR", str(work))
-        status, _, err = run_cli(["run", "--workload", str(work / "queries.jsonl"), "--model", str(tiny_model_dir),
-                                  "--env-file", str(work / ".env"), "--profile-dir", str(work / "profiles"),
-                                  "--name", "node", "--target", "tei", "--no-compose", *FAST])
+    status, _, err = run_in(work, ["run", "--workload", str(work / "queries.jsonl"), "--model", str(tiny_model_dir),
+                                   "--env-file", str(work / ".env"), "--profile-dir", str(work / "profiles"),
+                                   "--name", "node", "--target", "tei", "--no-compose", *FAST])
     assert status == ExitStatus.OK, err
     return yaml.safe_load((work / "profiles" / "node.yaml").read_text())
 

@@ -152,7 +152,7 @@ class StudySummary:
     def parse(cls, study: optuna.Study) -> StudySummary:
         parts = study.study_name.split("-")
         named = len(parts) == 6 and parts[0] == "autotune"
-        trials = finished_trials(study)
+        trials = [t for t in finished_trials(study) if not t.user_attrs.get(UNMEASURED)]
         hosts = sorted({str(t.user_attrs[HOST_NAME_ATTR]) for t in study.get_trials(deepcopy=False)
                         if HOST_NAME_ATTR in t.user_attrs})
         return cls(study.study_name, parts[1] if named else "?", parts[2] if named else "?",

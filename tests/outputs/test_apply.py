@@ -11,7 +11,7 @@ import yaml
 
 from autotune.errors import ExitStatus
 from autotune.outputs.envfile import managed_values
-from tests.support.cli import run_cli
+from tests.support.cli import run_cli, run_in
 from tests.support.hosts import AVX2_HOST, VNNI_HOST
 
 
@@ -25,19 +25,12 @@ def probe_file(tmp_path: Path, host, name: str) -> Path:  # type: ignore[no-unty
 def tuned(tmp_path_factory, tiny_model_dir):  # type: ignore[no-untyped-def]
     """One `run --target tei` on an AVX2 host, its profile committed in profiles/."""
     work = tmp_path_factory.mktemp("fleet")
-    (work / "queries.jsonl").write_text("".join(json.dumps({"query": f"q{i}", "documents": ["a b", "c d e", "f"]})
-                                                + "\n" for i in range(4)))
-    mp = pytest.MonkeyPatch()
-    mp.setenv("AUTOTUNE_PROBE_FILE", str(probe_file(work, AVX2_HOST, "avx2")))
-    mp.setenv("AUTOTUNE_STATE_DIR", str(work / "state"))
-    try:
-        status, _out, err = run_cli(["run", "--workload", str(work / "queries.jsonl"), "--model", str(tiny_model_dir),
-                                    "--target", "tei", "--trials", "4", "--repeats", "1", "--final-rounds", "2",
-                                    "--refine-rounds", "0", "--concurrency", "2", "--env-file", str(work / "run.env"),
-                                    "--profile-dir", str(work / "profiles"), "--name", "avx2-node",
-                                    "--compose-file", str(work / "run.compose.yaml")])
-    finally:
-        mp.undo()
+    status, _out, err = run_in(work, ["run", "--workload", str(work / "queries.jsonl"), "--model", str(tiny_model_dir),
+                                      "--target", "tei", "--trials", "4", "--repeats", "1", "--final-rounds", "2",
+                                      "--refine-rounds", "0", "--concurrency", "2", "--env-file", str(work / "run.env"),
+                                      "--profile-dir", str(work / "profiles"), "--name", "avx2-node",
+                                      "--compose-file", str(work / "run.compose.yaml")],
+                               AUTOTUNE_PROBE_FILE=str(probe_file(work, AVX2_HOST, "avx2")))
     assert status == ExitStatus.OK, err
     return work
 

@@ -13,7 +13,7 @@ import yaml
 
 from autotune.errors import ExitStatus
 from autotune.outputs.envfile import managed_values
-from tests.support.cli import one_line, run_cli, snapshot
+from tests.support.cli import one_line, run_cli, run_in, snapshot
 
 MODEL_KEY = "HINDSIGHT_API_RERANKER_ONNX_MODEL_PATH"
 TOKENIZER_KEY = "HINDSIGHT_API_RERANKER_ONNX_TOKENIZER_NAME_OR_PATH"
@@ -23,17 +23,9 @@ TOKENIZER_KEY = "HINDSIGHT_API_RERANKER_ONNX_TOKENIZER_NAME_OR_PATH"
 def tuned(tmp_path_factory, tiny_model_dir):  # type: ignore[no-untyped-def]
     """One `run --target onnx` in a checkout of its own; only its profile travels."""
     work = tmp_path_factory.mktemp("tuning-host")
-    (work / "queries.jsonl").write_text("".join(json.dumps({"query": f"q{i}", "documents": ["a b", "c d e", "f"]})
-                                                + "\n" for i in range(4)))
-    mp = pytest.MonkeyPatch()
-    mp.setenv("AUTOTUNE_STATE_DIR", str(work / "state"))
-    mp.chdir(work)
-    try:
-        status, _out, err = run_cli(["run", "--workload", "queries.jsonl", "--model", str(tiny_model_dir),
-                                    "--trials", "2", "--repeats", "1", "--final-rounds", "1", "--refine-rounds", "0",
-                                    "--name", "node"])
-    finally:
-        mp.undo()
+    status, _out, err = run_in(work, ["run", "--workload", "queries.jsonl", "--model", str(tiny_model_dir),
+                                      "--trials", "2", "--repeats", "1", "--final-rounds", "1", "--refine-rounds", "0",
+                                      "--name", "node"], chdir=True)
     assert status == ExitStatus.OK, err
     return work / "profiles" / "node.yaml"
 

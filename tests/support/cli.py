@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 from pathlib import Path
 
@@ -21,6 +22,27 @@ def run_cli(args: list[str]) -> tuple[int, str, str]:
 
     out, err = io.StringIO(), io.StringIO()
     return main(args, stdout=out, stderr=err), out.getvalue(), err.getvalue()
+
+
+SMALL_WORKLOAD = "".join(json.dumps({"query": f"q{i}", "documents": ["a b", "c d e", "f"]}) + "\n" for i in range(4))
+
+
+def run_in(work: Path, args: list[str], *, chdir: bool = False, **env: str) -> tuple[int, str, str]:
+    """`run_cli` for a module-scoped fixture, in `work` with a small workload (`queries.jsonl`) unless one is
+    there: such a fixture is set up before the per-test isolated dirs, so its state dir (the Optuna journal)
+    and measuring lock are made its own here, as are the variables in `env`."""
+    import pytest
+
+    if not (work / "queries.jsonl").exists():
+        (work / "queries.jsonl").write_text(SMALL_WORKLOAD)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AUTOTUNE_STATE_DIR", str(work / "state"))
+        mp.setenv("AUTOTUNE_LOCK_DIR", str(work))
+        for key, value in env.items():
+            mp.setenv(key, value)
+        if chdir:
+            mp.chdir(work)
+        return run_cli(args)
 
 
 def one_line(err: str) -> bool:
