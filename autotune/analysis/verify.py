@@ -163,8 +163,21 @@ def verify_cutover(url: str, bank: str, queries: Sequence[str], budgets: Sequenc
                                        ensure_ascii=False), 0) for job in jobs]
         from autotune.search.selfcheck import check_recording
 
-        result.self_check = check_recording(lines, model_dir)
+        result.self_check = check_recording(lines, model_dir, batching=profile_batching(profile))
     return result
+
+
+def profile_batching(profile: dict[str, Any] | None) -> tuple[Any, str] | None:
+    """How the profile's Hindsight batches pairs (its configuration and its target's sort key), for a replay
+    that must give its very scores; None without a profile (a batch-1 replay)."""
+    if profile is None:
+        return None
+    from autotune.outputs.profile import profile_config, profile_target
+    from autotune.runtime.targets import get_target
+
+    config = profile_config(profile)
+    traits = get_target(profile_target(profile)).traits(1, 1 << 20)
+    return config, traits.sort_key
 
 
 def _scale(responses: Any) -> str:

@@ -110,7 +110,7 @@ class ParityReport:
         t = self.tolerance
         parts = []
         if self.max_abs > t.max_abs:
-            parts.append(f"max |Δscore| {self.max_abs:.2e} > {t.max_abs:.0e}")
+            parts.append(f"max |Δscore| {self.max_abs:.2e} > {t.max_abs:g}")
         if abs(self.shift) > t.max_shift:
             parts.append(f"scores shifted by {self.shift:+.3f} logits on average (floor ±{t.max_shift:g}): a "
                          "min_scores cut would move")

@@ -9,12 +9,12 @@ rebuilt pairs: Spearman over the candidates, and max |Δlogit|.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from autotune.runtime.engine import logit, sigmoid
+from autotune.runtime.engine import EngineConfig, logit, sigmoid
 from autotune.search.parity import spearman
 from autotune.workload.queries import Query
 
@@ -119,8 +119,12 @@ def logits_from_scores(scores: Sequence[np.ndarray]) -> list[np.ndarray]:
     return [logit(np.asarray(s, dtype=np.float64)) for s in scores]
 
 
-def check_recording(queries: Sequence[Query], model_dir: Any, *, max_tokens: int | None = None) -> SelfCheck | None:
-    """Score a recording's rebuilt pairs with a model (fp32, batch 1) and compare with Hindsight's scores."""
+def check_recording(queries: Sequence[Query], model_dir: Any, *, max_tokens: int | None = None,
+                    batching: tuple[EngineConfig, str] | None = None) -> SelfCheck | None:
+    """Score a recording's rebuilt pairs with a model and compare with Hindsight's scores: at batch size 1, or
+    (`batching`: a configuration and its sort key) batched as the profile's Hindsight batches them. An int8
+    model needs the latter: dynamic quantization scales activations per batch, so a pair's int8 score depends on
+    the pairs batched with it."""
     from autotune.runtime.engine import REFERENCE, EngineTraits
     from autotune.runtime.model import resolve_model
     from autotune.runtime.sessions import EnginePool
@@ -130,6 +134,8 @@ def check_recording(queries: Sequence[Query], model_dir: Any, *, max_tokens: int
         return None
     bundle = resolve_model(model_dir)
     tokens = max_tokens or onnx_max_tokens(bundle.max_length)
-    engine = EnginePool(bundle, has_vnni=False, traits=EngineTraits(max_tokens=tokens), max_sessions=1).engine(
-        REFERENCE)
+    config, sort_key = batching or (REFERENCE, "chars_desc")
+    config = replace(config, precision="fp32", graph="plain", workers=1)  # the directory's model.onnx as it is
+    engine = EnginePool(bundle, has_vnni=False, traits=EngineTraits(max_tokens=tokens, sort_key=sort_key),
+                        max_sessions=1).engine(config)
     return self_check(queries, [engine.score(q.query, q.documents).raw for q in queries])

@@ -53,3 +53,15 @@ def test_verify_reports_the_gain_and_exits_10_on_a_slowdown(tmp_path, hindsight)
                                       "--min-gain 1.1): rerun autotune run on a quiet host, or revert")
 
 
+
+
+def test_the_self_check_replays_as_the_profiles_hindsight_batches():
+    """An int8 score depends on the batch it was scored in (activations are scaled per batch): verify's replay
+    takes the profile's batch size and its target's sort, not batch 1."""
+    from autotune.analysis.verify import profile_batching
+    from autotune.runtime.engine import EngineConfig
+
+    config = EngineConfig(batch_size=4, intra_op_threads=2, length_sort=True, precision="int8")
+    batching = profile_batching({"schema": 1, "target": "onnx", "config": config.to_dict()})
+    assert batching is not None and batching[0] == config and batching[1] == "chars_desc"
+    assert profile_batching(None) is None
