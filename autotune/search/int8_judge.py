@@ -170,5 +170,6 @@ def int8_scatter(pool: ScoringPool, config: EngineConfig, workload: Workload, re
     fp32 = np.concatenate(reference)
     quant = np.concatenate(int8)
     step = max(1, len(fp32) // limit)
+    judged = None if verdict is None else verdict.to_dict()
     return {"fp32": [round(float(x), 6) for x in fp32[::step]], "int8": [round(float(x), 6) for x in quant[::step]],
-            **({} if verdict is None else {"variant": verdict.to_dict()["chosen"], "judged": verdict.to_dict()})}
+            **({} if judged is None else {"variant": judged["chosen"], "judged": judged})}
