@@ -1,9 +1,11 @@
-"""int8 graphs: which variant (per-tensor or per-channel scales, and which weight MatMuls stay fp32), quantized
-once and cached, or written to a scratch file while a variant is being judged.
+"""int8 graphs: which variant (per-token, per-channel or per-tensor scales, and which weight MatMuls stay fp32),
+quantized once and cached, or written to a scratch file while a variant is being judged.
 
-onnxruntime's dynamic quantization makes the weights int8 ahead of time and the activations uint8 per batch.
-Finer scales (one per output channel) keep closer to fp32 at the same int8 GEMM cost; a MatMul kept in fp32
-keeps all of its accuracy and loses its int8 speed. Which variant keeps what the recall returns is the
+`per-token` scales each token's activations on its own (`runtime/per_token.py`), so a pair scores the same in
+any batch; `per-channel` and `per-tensor` are onnxruntime's dynamic quantization, which scales a MatMul's
+whole input per batch, so a pair's scores move with its batch mates. Finer weight scales (one per output
+channel) keep closer to fp32 at the same int8 GEMM cost; a MatMul kept in fp32 keeps all of its accuracy
+and loses its int8 speed. Which variant keeps what the recall returns is the
 search's question (`search/int8_judge.py`); this module only builds them.
 """
 
@@ -21,7 +23,9 @@ import onnx
 from autotune.errors import ModelError
 from autotune.paths import cache_dir
 
-SCALES = ("per-channel", "per-tensor")  # tried in this order: per-channel keeps more of the results
+# tried in this order: per-token's verdict holds at every batch (and it kept the most results on the embedded
+# default), per-channel keeps more of the results than per-tensor; both of those are a little faster
+SCALES = ("per-token", "per-channel", "per-tensor")
 
 
 def int8_format(has_vnni: bool) -> str:
@@ -89,6 +93,10 @@ def quantize_to(out: Path, source: Path, *, has_vnni: bool, variant: Int8Variant
     from autotune.runtime.model import quiet_root_logger
 
     fmt = int8_format(has_vnni)
+    if variant.scales == "per-token":
+        from autotune.runtime.per_token import write_per_token
+
+        return write_per_token(source, out, unsigned_weights=fmt == "u8u8", keep_fp32=variant.fp32_nodes)
     try:
         with warnings.catch_warnings(), quiet_root_logger():
             warnings.simplefilter("ignore")

@@ -1,7 +1,9 @@
 """int8 judged by what the recall returns, before the search: which variant the search runs, if any.
 
-Each scales variant (per-channel first) is judged at batch size 1 against the fp32 reference by the int8
-tolerance: the top 10 each query keeps (mean and worst), above a score floor that catches the seed's traps.
+Each scales variant (per-token first, then onnxruntime's dynamic per-channel and per-tensor) is judged at
+batch size 1 against the fp32 reference by the int8 tolerance: the top 10 each query keeps (mean and worst),
+above a score floor that catches the seed's traps. A per-token verdict holds at every batch; a dynamic one
+can move with the batch, so every int8 trial is judged again on what it was timed on.
 When neither passes, the accuracy-aware fallback Intel Neural Compressor uses: each weight MatMul's
 sensitivity is measured alone (only it int8, on a sample of queries), and the least sensitive are quantized
 first; a bisection finds the most MatMuls that can be int8 with the gate still passing. The sensitivities
@@ -20,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from autotune.errors import ModelError
 from autotune.fileio import sha256_bytes, write_atomic
 from autotune.paths import cache_dir
 from autotune.runtime.engine import REFERENCE, EngineConfig, ScoringPool
@@ -48,21 +51,24 @@ class Int8Verdict:
     chosen: Int8Variant | None
     seconds: float = 0.0
     sensitivity: str | None = None  # how the fallback's sensitivities were had: "measured" or "cached"
+    unbuilt: tuple[tuple[Int8Variant, str], ...] = ()  # variants this model's graph cannot be made into, and why
 
     def lines(self) -> list[str]:
-        out = [f"int8 {v.label()}: {r.results()}: " + ("passes" if r.passed else f"fails: {r.reason()}")
-               for v, r in self.reports]
+        out = [f"int8 {v.label()}: cannot be built: {why}" for v, why in self.unbuilt]
+        out += [f"int8 {v.label()}: {r.results()}: " + ("passes" if r.passed else f"fails: {r.reason()}")
+                for v, r in self.reports]
         if self.sensitivity is not None:
             out.append(f"int8 fallback: MatMul sensitivities {self.sensitivity}; {len(self.reports)} variants "
                        f"judged in {self.seconds:.0f} s")
         return out
 
     def reason(self) -> str:
-        return "; ".join(f"{v.label()}: {r.reason()}" for v, r in self.reports)
+        return "; ".join([f"{v.label()}: cannot be built" for v, _ in self.unbuilt]
+                         + [f"{v.label()}: {r.reason()}" for v, r in self.reports])
 
     def to_dict(self) -> dict[str, object]:
         return {"chosen": None if self.chosen is None else self.chosen.to_dict(), "seconds": round(self.seconds, 1),
-                "sensitivity": self.sensitivity,
+                "sensitivity": self.sensitivity, "unbuilt": [{**v.to_dict(), "why": why} for v, why in self.unbuilt],
                 "variants": [{**v.to_dict(), "label": v.label(), **r.to_dict()} for v, r in self.reports]}
 
 
@@ -73,17 +79,22 @@ def judge_int8(pool: ScoringPool, workload: Workload, reference: list[np.ndarray
     source = pool.model_path(REFERENCE)
     matmuls = weight_matmuls(source) if source is not None else []
     reports: list[tuple[Int8Variant, ParityReport]] = []
+    unbuilt: list[tuple[Int8Variant, str]] = []
     for scales in SCALES:
         variant = Int8Variant(scales, matmuls=len(matmuls))
         pool.use_int8(variant)
-        report = compare(reference, _scores(pool.engine(INT8), workload), tolerance)
+        try:
+            report = compare(reference, _scores(pool.engine(INT8), workload), tolerance)
+        except ModelError as exc:
+            unbuilt.append((variant, str(exc)))
+            continue
         reports.append((variant, report))
         if report.passed:
-            return Int8Verdict(tuple(reports), variant, time.monotonic() - started)
+            return Int8Verdict(tuple(reports), variant, time.monotonic() - started, unbuilt=tuple(unbuilt))
     pool.release()
-    if not fallback or source is None or len(matmuls) < 2:
-        return Int8Verdict(tuple(reports), None, time.monotonic() - started)
-    scales = max(reports, key=lambda vr: vr[1].topk_mean)[0].scales  # the closer of the two, refined
+    if not fallback or source is None or len(matmuls) < 2 or not reports:
+        return Int8Verdict(tuple(reports), None, time.monotonic() - started, unbuilt=tuple(unbuilt))
+    scales = max(reports, key=lambda vr: vr[1].topk_mean)[0].scales  # the closest variant, refined
     sensitivity, how = sensitivities(pool, source, workload, reference, scales=scales, has_vnni=has_vnni)
     order = least_sensitive_first(sensitivity)
     # judged on the queries the sensitivities were not measured on, where there are enough of them
@@ -102,7 +113,7 @@ def judge_int8(pool: ScoringPool, workload: Workload, reference: list[np.ndarray
     chosen = bisect_quantized(len(order), judged)
     if chosen is not None:
         pool.use_int8(chosen)
-    return Int8Verdict(tuple(reports), chosen, time.monotonic() - started, how)
+    return Int8Verdict(tuple(reports), chosen, time.monotonic() - started, how, tuple(unbuilt))
 
 
 def bisect_quantized(total: int, judged: Callable[[int], tuple[Int8Variant, ParityReport]]) -> Int8Variant | None:

@@ -1,6 +1,6 @@
 """int8 is judged by what the recall returns, above a score floor (issue 44).
 
-On the embedded default (a trained model, so its rankings mean something) per-channel int8 keeps the results
+On the embedded default (a trained model, so its rankings mean something) per-token int8 keeps the results
 and passes; the four traps the seed warned of are each still rejected, by the floor, with a reason that names it.
 Each trap keeps the order (sigmoid twice, a shift) or is built so, so the result gate alone would let it through.
 """
@@ -17,6 +17,7 @@ from autotune.runtime.engine import REFERENCE, logit, sigmoid
 from autotune.runtime.model import resolve_model
 from autotune.runtime.sessions import EnginePool
 from autotune.runtime.tokenize import PairTokenizer
+from autotune.search import int8_judge
 from autotune.search.int8_judge import judge_int8
 from autotune.search.measure import replay
 from autotune.search.parity import INT8_TOLERANCE, compare
@@ -35,11 +36,11 @@ def default():  # type: ignore[no-untyped-def]
     return pool, workload, reference
 
 
-def test_per_channel_int8_of_the_default_keeps_the_results_and_is_chosen(default):
+def test_per_token_int8_of_the_default_keeps_the_results_and_is_chosen(default):
     pool, workload, reference = default
     verdict = judge_int8(pool, workload, reference, INT8_TOLERANCE, has_vnni=True)
-    assert verdict.chosen is not None and verdict.chosen.scales == "per-channel", verdict.lines()
-    assert verdict.chosen.fp32_nodes == () and verdict.chosen.label() == "per-channel, 36/36 MatMuls"
+    assert verdict.chosen is not None and verdict.chosen.scales == "per-token", verdict.lines()
+    assert verdict.chosen.fp32_nodes == () and verdict.chosen.label() == "per-token, 36/36 MatMuls"
     report = dict(verdict.reports)[verdict.chosen]
     assert report.topk_mean >= 0.95 and report.topk >= 0.8 and abs(report.shift) <= 0.2
     assert pool.int8_variant == verdict.chosen  # what the search then runs
@@ -97,6 +98,9 @@ def test_where_no_variant_passes_the_most_sensitive_matmuls_go_back_to_fp32(defa
     measures each MatMul alone, keeps the most sensitive in fp32, and finds a partial variant that passes. Its
     sensitivities are cached: the second judging measures none."""
     monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path))
+    # per-token keeps every top 10 of the default, so it would pass: held to the dynamic variants, as on a model
+    # where per-token does not pass either
+    monkeypatch.setattr(int8_judge, "SCALES", ("per-channel", "per-tensor"))
     pool, workload, reference = default
     strict = replace(INT8_TOLERANCE, min_topk_mean=0.995, min_topk=0.95)
     verdict = judge_int8(pool, workload, reference, strict, has_vnni=True)
@@ -107,3 +111,21 @@ def test_where_no_variant_passes_the_most_sensitive_matmuls_go_back_to_fp32(defa
     assert verdict.sensitivity == "measured" and "MatMul sensitivities measured" in verdict.lines()[-1]
     again = judge_int8(pool, workload, reference, strict, has_vnni=True)
     assert again.sensitivity == "cached" and again.chosen == verdict.chosen
+
+
+def test_a_variant_the_graph_cannot_be_made_into_is_named_and_the_next_is_judged(default, tmp_path, monkeypatch):
+    """A graph whose opset cannot be converted for per-token int8 (here: made to fail) still gets dynamic int8."""
+    from autotune.errors import ModelError
+    from autotune.runtime import per_token
+
+    def refuse(model, source):  # type: ignore[no-untyped-def]
+        raise ModelError(f"{source} (opset 17) cannot be converted to opset 21 for per-token int8: no")
+
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(per_token, "_at_opset", refuse)
+    pool, workload, reference = default
+    verdict = judge_int8(pool, workload, reference, INT8_TOLERANCE, has_vnni=True)
+    assert [v.scales for v, _ in verdict.unbuilt] == ["per-token"]
+    assert verdict.lines()[0].startswith("int8 per-token, 36/36 MatMuls: cannot be built: ")
+    assert verdict.chosen is not None and verdict.chosen.scales == "per-channel", verdict.lines()
+    assert verdict.to_dict()["unbuilt"][0]["scales"] == "per-token"

@@ -21,7 +21,7 @@ def test_prechecks_drop_what_cannot_win_and_say_why(setup):
     assert [(d.knob, d.value) for d in dropped] == [("graph", "fused"), ("precision", "int8")]
     assert "model_type" in dropped[0].reason and "no variant keeps the results" in dropped[1].reason
     assert verdict is not None and verdict.chosen is None
-    assert [v.scales for v, _ in verdict.reports[:2]] == ["per-channel", "per-tensor"]  # each judged, and named
+    assert [v.scales for v, _ in verdict.reports[:3]] == ["per-token", "per-channel", "per-tensor"]  # each judged
     assert all(f"int8 {v.label()}:" in line for (v, _), line in zip(verdict.reports, verdict.lines(), strict=False))
     kept, none, no_int8 = prechecked(SPACE, pool, workload, reference, FP32_TOLERANCE)
     assert kept == SPACE and none == [] and no_int8 is None
