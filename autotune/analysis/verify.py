@@ -17,10 +17,12 @@ import numpy as np
 
 from autotune.errors import OptionsError, UpstreamError, WorkloadError
 from autotune.hindsight.client import check_url, post_with_retry, recall_path, server_version
+from autotune.hindsight.keys import DEFAULT_ENCODING
 from autotune.hindsight.trace import positive_seconds, rerank_phase_seconds
 from autotune.search.scope import Agreement, compare_results
 from autotune.search.selfcheck import SelfCheck
 from autotune.search.stats import percentile, relative_spread
+from autotune.workload.candidate_cap import CAP_KEY, CandidateCap, cap_from_env
 from autotune.workload.queries import Workload, parse_line
 from autotune.workload.record import line_from_recall, recall_body
 
@@ -163,8 +165,23 @@ def verify_cutover(url: str, bank: str, queries: Sequence[str], budgets: Sequenc
                                        ensure_ascii=False), 0) for job in jobs]
         from autotune.search.selfcheck import check_recording
 
-        result.self_check = check_recording(lines, model_dir, batching=profile_batching(profile))
+        result.self_check = check_recording(lines, model_dir, batching=profile_batching(profile),
+                                            cap=profile_cap(profile))
     return result
+
+
+def profile_cap(profile: dict[str, Any] | None) -> CandidateCap | None:
+    """The `MAX_TOKENS_PER_CANDIDATE` cut Hindsight runs under this profile: the profile's own, else the one the
+    user's `.env` already set when it was tuned; None without one."""
+    if profile is None:
+        return None
+    env = {str(k): str(v) for k, v in (profile.get("env") or {}).items()}
+    if CAP_KEY in env:
+        return cap_from_env(env)
+    tuned = (profile.get("workload") or {}).get("candidate_cap") or {}
+    if isinstance(tuned, dict) and isinstance(tuned.get("max_tokens_per_candidate"), int):
+        return CandidateCap(tuned["max_tokens_per_candidate"], str(tuned.get("encoding") or DEFAULT_ENCODING))
+    return None
 
 
 def profile_batching(profile: dict[str, Any] | None) -> tuple[Any, str] | None:

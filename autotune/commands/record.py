@@ -12,7 +12,9 @@ from tqdm import tqdm
 from autotune.commands.argtypes import positive_int
 from autotune.errors import ExitStatus, OptionsError
 from autotune.hindsight.client import API_KEY_ENV, check_http_options
+from autotune.outputs.envfile import effective_values
 from autotune.search.selfcheck import check_recording
+from autotune.workload.candidate_cap import cap_from_env
 from autotune.workload.queries import load_workload
 from autotune.workload.record import (
     parse_budgets,
@@ -42,10 +44,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", action="store_true", help="append, skipping queries already recorded")
     p.add_argument("--model", help="model directory (or `default`) to check the recording against Hindsight's "
                                    "own scores")
+    p.add_argument("--env-file", type=Path, help="the .env this Hindsight runs with: the self-check cuts documents "
+                                                 "to its MAX_TOKENS_PER_CANDIDATE, as Hindsight did")
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     check_http_options(args.timeout, args.retries)  # before any file is created
+    if args.env_file is not None and not args.env_file.is_file():
+        raise OptionsError(f"--env-file {args.env_file} is not a file: pass the .env this Hindsight runs with")
+    cap = None if args.env_file is None else cap_from_env(effective_values(args.env_file))
     if args.from_traces is not None:
         report = record_from_traces(args.from_traces, args.out, resume=args.resume)
     else:
@@ -71,7 +78,8 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if report.failures:
         print(f"{len(report.failures)} failed; rerun with --resume to retry them", file=out)
     if args.model is not None and (report.written or report.skipped_existing):
-        check = check_recording(load_workload(args.out).queries, None if args.model == "default" else Path(args.model))
+        check = check_recording(load_workload(args.out).queries, None if args.model == "default" else Path(args.model),
+                                cap=cap)
         if check is None:
             print("self-check: the recording holds no scores of Hindsight's to compare with", file=out)
         else:

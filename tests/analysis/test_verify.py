@@ -65,3 +65,16 @@ def test_the_self_check_replays_as_the_profiles_hindsight_batches():
     batching = profile_batching({"schema": 1, "target": "onnx", "config": config.to_dict()})
     assert batching is not None and batching[0] == config and batching[1] == "chars_desc"
     assert profile_batching(None) is None
+
+
+def test_the_self_check_cuts_documents_as_the_profiles_hindsight_does():
+    """A profile that sets MAX_TOKENS_PER_CANDIDATE (or was tuned under a .env that set it) has Hindsight score
+    documents cut: verify's replay cuts them the same."""
+    from autotune.analysis.verify import profile_cap
+    from autotune.workload.candidate_cap import CandidateCap
+
+    own = {"env": {"HINDSIGHT_API_RERANKER_MAX_TOKENS_PER_CANDIDATE": "64"}}
+    assert profile_cap(own) == CandidateCap(64, "o200k_base")
+    users = {"env": {}, "workload": {"candidate_cap": {"max_tokens_per_candidate": 200, "encoding": "cl100k_base"}}}
+    assert profile_cap(users) == CandidateCap(200, "cl100k_base")
+    assert profile_cap({"env": {}, "workload": {"candidate_cap": None}}) is None and profile_cap(None) is None

@@ -91,6 +91,16 @@ def test_url_needs_bank_and_queries(tmp_path):
     assert not (tmp_path / "o.jsonl").exists()
 
 
+def test_an_env_file_that_is_not_there_is_refused_before_recording(tmp_path):
+    (tmp_path / "q.txt").write_text("q\n")
+    err = io.StringIO()
+    status = main(["record", "--url", "http://127.0.0.1:9", "--bank", "b", "--queries", str(tmp_path / "q.txt"),
+                   "-o", str(tmp_path / "o.jsonl"), "--model", "default", "--env-file", str(tmp_path / "none.env")],
+                  stdout=io.StringIO(), stderr=err)
+    assert status == ExitStatus.BAD_OPTIONS and "--env-file" in err.getvalue() and len(err.getvalue().splitlines()) == 1
+    assert not (tmp_path / "o.jsonl").exists()
+
+
 @pytest.mark.parametrize("url", ["localhost:8888", "http://u:p@[::1", "ftp://host/x", "http://"])
 def test_a_url_that_is_not_http_is_refused_at_once_and_creates_nothing(tmp_path, url):
     """Issue 36, items 13 and 15: no scheme was retried 3 times; a broken IPv6 host raised InvalidURL."""

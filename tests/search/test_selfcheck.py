@@ -63,3 +63,41 @@ def test_scores_within_the_tolerance_pass_though_near_ties_swap_ranks():
     check = SelfCheck(queries=1, candidates=300, differ=0, spearman_min=0.99998, max_abs_logit=6e-6)
     assert check.passed and check.summary().startswith("all 300 recorded candidates reproduce")
     assert not SelfCheck(queries=1, candidates=300, differ=1, spearman_min=1.0, max_abs_logit=0.3).passed
+
+
+def _default_scores(documents: list[str]) -> np.ndarray:
+    from autotune.runtime.engine import REFERENCE
+    from autotune.runtime.model import resolve_model
+    from autotune.runtime.sessions import EnginePool
+
+    return EnginePool(resolve_model(None), has_vnni=False).engine(REFERENCE).score("what is it?", documents).raw
+
+
+def test_a_recording_hindsight_scored_cut_is_replayed_cut():
+    """A trace holds each document whole; with MAX_TOKENS_PER_CANDIDATE Hindsight scored it cut to N tokens."""
+    from autotune.search.selfcheck import check_recording
+    from autotune.workload.candidate_cap import CandidateCap, cut_documents
+    from tests.support.corpus import DOCS
+
+    cap = CandidateCap(6, "o200k_base")
+    live = Query("what is it?", list(DOCS),
+                 extra={"hindsight_scores": _default_scores(cut_documents(list(DOCS), 6, "o200k_base")).tolist()})
+    uncut = check_recording([live], None)
+    assert uncut is not None and not uncut.passed and "MAX_TOKENS_PER_CANDIDATE" in uncut.summary()
+    cut = check_recording([live], None, cap=cap)
+    assert cut is not None and cut.passed, cut.summary()
+
+
+def test_an_int8_profiles_replay_is_held_to_the_int8_tolerance_and_says_so():
+    from dataclasses import replace
+
+    from autotune.runtime.engine import REFERENCE
+    from autotune.search.selfcheck import INT8_REPLAY_TOLERANCE, check_recording
+    from tests.support.corpus import DOCS
+
+    nudged = _default_scores(list(DOCS)) + np.linspace(-1, 1, len(DOCS)) * INT8_REPLAY_TOLERANCE / 2
+    live = Query("what is it?", list(DOCS), extra={"hindsight_scores": nudged.tolist()})
+    fp32 = check_recording([live], None, batching=(REFERENCE, "chars_desc"))
+    assert fp32 is not None and not fp32.passed
+    int8 = check_recording([live], None, batching=(replace(REFERENCE, precision="int8"), "chars_desc"))
+    assert int8 is not None and int8.passed and "within 0.15 logits (int8)" in int8.summary()

@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -231,9 +231,9 @@ def cli(*args: str) -> tuple[int, str, str]:
 
 def cutover_flow(h: RealHindsight, work: Path, *, queries: list[str], budget: str = "mid", trials: int = 6,
                  memories_n: int = 240, bad_batch: int = 256, rounds: int = 3,
-                 precisions: str | None = None) -> dict[str, Any]:
+                 precisions: str | None = None, run_args: Sequence[str] = ()) -> dict[str, Any]:
     """retain -> record -> self-check -> run -> cut over -> verify; then a deliberately bad cutover -> verify.
-    `precisions` narrows the run's (`int8`: the cutover hands Hindsight the int8 model)."""
+    `precisions` narrows the run's (`int8`: the cutover hands Hindsight the int8 model); `run_args` are added."""
     from autotune.outputs.envfile import managed_values
     from autotune.runtime.model import build_default_model
     from autotune.search.selfcheck import check_recording
@@ -262,7 +262,8 @@ def cutover_flow(h: RealHindsight, work: Path, *, queries: list[str], budget: st
     status, stdout, stderr = cli("run", "--workload", str(before), "--env-file", str(env), "--profile-dir",
                                  str(work / "profiles"), "--model-out", str(work / "models" / "tuned"), "--name",
                                  "tuned", "--no-compose", "--trials", str(trials), "--repeats", "1",
-                                 "--final-rounds", "2", *(("--precisions", precisions) if precisions else ()))
+                                 "--final-rounds", "2", *(("--precisions", precisions) if precisions else ()),
+                                 *run_args)
     assert status == 0, stderr
     out["run:stdout"] = stdout
     tuned = managed_values(env)
