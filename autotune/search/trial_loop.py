@@ -61,11 +61,13 @@ def run_study(
         fail_stale_trials(study)
         done = sum(not t.user_attrs.get(UNMEASURED) for t in finished_trials(study))
     started = time.monotonic()
-    if timeout_s is not None and timeout_s <= 0:
+    # a study with no trial yet gets one whatever the time left: a search of none can only end the run
+    one_at_least = done == 0
+    if timeout_s is not None and timeout_s <= 0 and not one_at_least:
         return done
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=optuna.exceptions.ExperimentalWarning)
-        while timeout_s is None or time.monotonic() - started < timeout_s:
+        while one_at_least or timeout_s is None or time.monotonic() - started < timeout_s:
             with gate():
                 taken = study.get_trials(deepcopy=False, states=TAKEN)
                 # a refusal before measuring spends no trial, up to a bound: a space the cores or the memory
@@ -79,6 +81,7 @@ def run_study(
                 # every parameter of this trial, never a half-suggested one it would take for different.
                 objective.space.suggest(trial)
             frozen = _evaluate(study, objective, trial)
+            one_at_least = one_at_least and bool(frozen.user_attrs.get(UNMEASURED))  # refused: ask again
             if on_trial is not None:
                 on_trial(study, frozen)
     _wait_for_others(study, me, min(wait_for_others_s, _left(timeout_s, started)))

@@ -59,6 +59,19 @@ def test_hindsights_defaults_are_not_a_trial():
     assert len(study.trials) == 6 and Counting.asked == 6  # an enqueued baseline would skip the sampler
 
 
+def test_a_study_with_no_trial_gets_one_whatever_the_time_left():
+    """A `--timeout` spent before the search (a slow pre-check) once left a study of none: the run could only fail.
+    A study that already holds trials gets no more once the time is up."""
+    from autotune.search.trial_loop import run_study
+
+    space = SearchSpace(batch_sizes=(1, 2, 4), threads=(0,), precisions=("fp32",))
+    study = optuna.create_study()
+    run_study(study, _BatchSizeObjective(space), 5, timeout_s=0.0, wait_for_others_s=0.0)  # type: ignore[arg-type]
+    assert len(study.trials) == 1
+    run_study(study, _BatchSizeObjective(space), 5, timeout_s=0.0, wait_for_others_s=0.0)  # type: ignore[arg-type]
+    assert len(study.trials) == 1
+
+
 def _running(study: optuna.Study, host: str | None) -> int:
     from autotune.search.study import HOST_ATTR
 
