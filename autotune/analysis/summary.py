@@ -87,13 +87,12 @@ def format_result(result: SearchResult) -> str:
                    if result.refined.stopped == "local optimum" else
                    f"refinement: {moves} move(s) from the search's best, stopped by the {result.refined.stopped}")
     memory = result.memory
-    if memory.get("served_mb") is not None:
-        estimate = (f" (estimated {memory['estimated_mb']:.0f} MB)" if memory.get("estimated_mb") is not None
-                    else "")
-        out.append(f"memory: the chosen configuration adds {memory['served_mb']:.0f} MB{estimate}; the tuner peaked "
-                   f"at {memory.get('tuner_peak_rss_mb') or 0:.0f} MB RSS, budget {memory['budget_mb']:.0f} MB")
-    if memory.get("burst"):
-        out.append(burst_line(memory["burst"], memory["budget_mb"]))
+    if memory is not None and memory.served_mb is not None:
+        estimate = f" (estimated {memory.estimated_mb:.0f} MB)" if memory.estimated_mb is not None else ""
+        out.append(f"memory: the chosen configuration adds {memory.served_mb:.0f} MB{estimate}; the tuner peaked "
+                   f"at {memory.tuner_peak_rss_mb or 0:.0f} MB RSS, budget {memory.budget_mb:.0f} MB")
+    if memory is not None and memory.burst:
+        out.append(burst_line(memory.burst, memory.budget_mb))
     if result.rerun:
         out.append(f"rerun: {result.rerun}")
     if result.scope is not None:

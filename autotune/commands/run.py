@@ -145,18 +145,17 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"note: {key} is already set outside the autotune block; kept yours, not written", file=out)
     load = outcome.result.load
     if load is not None:
-        through = ", ".join(f"{v:.0f} at {k}" for k, v in load["throughput_pairs_per_s"].items())
-        print(f"under load: p95 {load['p95_ms_loaded']:.0f} ms at {load['concurrency']} concurrent recalls, "
-              f"{load['p95_ms_single']:.0f} ms alone; pairs/s {through}", file=out)
-        print(f"chose {load['choice']}", file=out)
-        if load["unsafe_user_values"]:
-            print(f"warning: {load['unsafe_user_values']}", file=out)
+        through = ", ".join(f"{v:.0f} at {k}" for k, v in load.throughput_pairs_per_s.items())
+        print(f"under load: p95 {load.p95_ms_loaded:.0f} ms at {load.concurrency} concurrent recalls, "
+              f"{load.p95_ms_single:.0f} ms alone; pairs/s {through}", file=out)
+        print(f"chose {load.choice}", file=out)
+        if load.unsafe_user_values:
+            print(f"warning: {load.unsafe_user_values}", file=out)
     if outcome.compose_path:
         print(f"wrote {outcome.compose_path}: docker compose -f docker-compose.yaml -f {outcome.compose_path} up -d",
               file=out)
-    elif not get_target(outcome.target).sidecar and not args.no_compose:
-        print("no compose override: Hindsight reads the paths above on this host; for a container, rerun with "
-              "--model-path-in-container /models/reranker", file=out)
+    elif not args.no_compose and (note := get_target(outcome.target).no_compose_note()) is not None:
+        print(note, file=out)
     if outcome.bundle.scoring:
         print(f"model: {outcome.bundle.scoring}", file=out)
     elif not outcome.bundle.trained_head:

@@ -76,7 +76,7 @@ def apply_profile(path: Path, host: HostInfo, *, env_file: Path, compose_file: P
     container = (profile.get("model") or {}).get("path_in_container")
     if container is not None:
         check_container_path(str(container), source=f"profile {path}: model.path_in_container")
-    model_dir = local_model_dir(profile, model_out) if target.emits_model else None
+    model_dir = target.model_dir(lambda: local_model_dir(profile, model_out))
     if model_dir is not None and container is None:  # Hindsight on this host reads this node's directory
         keys.update(target.container_keys(str(model_dir.resolve())))
     refuse_collisions({"--profile": path}, {"--env-file": env_file, "--compose-file": compose_file,

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from autotune.runtime.space import SearchSpace
     from autotune.runtime.targets import Target
     from autotune.search.finalists import SearchResult
+    from autotune.search.noise import Conditions
     from autotune.search.selfcheck import SelfCheck
     from autotune.search.space import SearchSettings
     from autotune.workload.queries import Workload
@@ -55,7 +56,7 @@ class OutputPaths:
 
     def compose(self, target: Target) -> Path | None:
         """The override is written for a sidecar, or for an in-process target that names its container path."""
-        if self.compose_file is None or not (target.sidecar or self.model_path_in_container):
+        if self.compose_file is None or not target.compose_wanted(self.model_path_in_container):
             return None
         return self.compose_file
 
@@ -81,7 +82,7 @@ def check_outputs(paths: OutputPaths, target: Target, name: str, *, inputs: dict
     check_value("--tei-url", paths.tei_url)  # an .env value: one line, no credential, checked now
     profile = profile_path(paths.profile_dir, name)
     compose = paths.compose(target)
-    model_out = paths.model_dir(name) if target.emits_model else None
+    model_out = target.model_dir(lambda: paths.model_dir(name))
     refuse_collisions(inputs, {"--env-file": paths.env_file, "the profile": profile, "--compose-file": compose,
                                "--model-out": model_out}, model_out=model_out)
     check_writable(paths.env_file)
@@ -99,13 +100,13 @@ def check_outputs(paths: OutputPaths, target: Target, name: str, *, inputs: dict
 
 def write_outputs(paths: OutputPaths, *, target: Target, result: SearchResult, host: HostInfo, bundle: ModelBundle,
                   pool: ScoringPool, workload: Workload, space: SearchSpace, settings: SearchSettings,
-                  conditions: dict[str, Any], int8_sample: dict[str, Any] | None,
+                  conditions: Conditions, int8_sample: dict[str, Any] | None,
                   recording: SelfCheck | None, model_ref: str, max_tokens: int) -> Written:
     """Stage the model directory (checked token for token), then commit it with the files."""
     name = paths.profile_name(host)  # --name was checked up front
-    staged, check, model_dir = None, None, None
-    if target.emits_model:
-        model_dir = paths.model_dir(name)
+    staged, check = None, None
+    model_dir = target.model_dir(lambda: paths.model_dir(name))
+    if model_dir is not None:
         staged, check = _stage_model(model_dir, bundle, pool, result.winner.config, workload, name, max_tokens)
     try:
         return _commit(paths, target=target, result=result, host=host, bundle=bundle, workload=workload,
@@ -139,20 +140,13 @@ def _stage_model(destination: Path, bundle: ModelBundle, pool: ScoringPool, winn
     return staged, check
 
 
-def served_max_length(memory: dict[str, Any] | None) -> int | None:
-    """The input length the burst measurement cut the sidecar to, when shorter than the model's own."""
-    burst = (memory or {}).get("burst") or {}
-    length, model_max = burst.get("max_input_length"), burst.get("model_max_length")
-    return length if length is not None and model_max is not None and length < model_max else None
-
-
 def _commit(paths: OutputPaths, *, target: Target, result: SearchResult, host: HostInfo, bundle: ModelBundle,
-            workload: Workload, space: SearchSpace, settings: SearchSettings, conditions: dict[str, Any],
+            workload: Workload, space: SearchSpace, settings: SearchSettings, conditions: Conditions,
             int8_sample: dict[str, Any] | None, recording: SelfCheck | None, name: str, model_ref: str,
             max_tokens: int, staged: StagedModel | None, check: TokenizerCheck | None,
             model_dir: Path | None) -> Written:
     """Build the keys and the profile, stage every file, then put the model directory and the files in place."""
-    from autotune.outputs.compose import render_compose
+    from autotune.outputs.compose import render_for_target
     from autotune.outputs.profile_doc import build_profile
     from autotune.runtime.targets import EnvContext
 
@@ -161,8 +155,8 @@ def _commit(paths: OutputPaths, *, target: Target, result: SearchResult, host: H
     ctx = EnvContext(model_ref=model_ref, model_dir=env_model_dir, tei_url=paths.tei_url,
                      tei_batch_size=tei_batch_size(user_values(env_text), workload.max_candidates),
                      max_tokens=max_tokens, usable_cores=host.cores.usable,
-                     client_keys=(result.load or {}).get("client_keys", {}),
-                     served_max_length=served_max_length(result.memory))
+                     client_keys={} if result.load is None else result.load.client_keys,
+                     served_max_length=None if result.memory is None else result.memory.served_max_length())
     keys = target.env_keys(result.winner.config, ctx)
     if result.scope is not None:
         keys.update(result.scope.env_keys())  # what Hindsight hands any provider: the pool, the token cut
@@ -178,16 +172,14 @@ def _commit(paths: OutputPaths, *, target: Target, result: SearchResult, host: H
     merge = merge_env(env_text, keys)
     path = profile_path(paths.profile_dir, name)
     compose_path = paths.compose(target)
-    container = None if paths.model_path_in_container is None else target.container_keys(paths.model_path_in_container)
+    compose_text = None if compose_path is None else render_for_target(
+        target, profile_dir=paths.profile_dir, env_file=paths.env_file, model_dir=model_dir, cpus=host.cores.usable,
+        profile_file=path.name, model_path_in_container=paths.model_path_in_container, base=compose_path.parent)
     with deferred_interrupts(), StagedFiles() as files:  # every file, or none: staged first, renamed together
         files.add(path, render_profile(profile))
         files.add(paths.env_file, merge.text.encode("utf-8", "surrogateescape"))
-        if compose_path is not None:
-            files.add(compose_path, render_compose(profile_dir=paths.profile_dir, env_file=paths.env_file,
-                                                   sidecar=target.sidecar, model_dir=model_dir,
-                                                   cpus=host.cores.usable, profile_file=path.name,
-                                                   model_path_in_container=paths.model_path_in_container,
-                                                   base=compose_path.parent, environment=container))
+        if compose_path is not None and compose_text is not None:
+            files.add(compose_path, compose_text)
         if staged is not None:
             staged.commit()
         files.commit()

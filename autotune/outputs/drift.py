@@ -64,9 +64,10 @@ def emitted_drift(profile: dict[str, Any], *, env_file: Path | None = None, mode
     target = get_target(profile_target(profile))
     model = _mapping(profile.get("model"))
     expected = expected_files(model)
-    if not target.emits_model or not expected:
+    directory = target.model_dir(lambda: local_model_dir(profile, model_out, reading=True))
+    if directory is None or not expected:
         return []  # a sidecar profile, or one written before autotune recorded it
-    model_file, directory = None, local_model_dir(profile, model_out, reading=True)
+    model_file: Path | None = None
     if env_file is not None and env_file.exists() and not model.get("path_in_container") and model_out is None:
         located = target.loaded_from(effective_values(env_file))
         if located is None:

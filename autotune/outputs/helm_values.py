@@ -40,10 +40,9 @@ def memory_limit_mib(profile: dict[str, Any]) -> int:
 
 
 def helm_values(profile: dict[str, Any], *, image: str, tei_url: str, replicas: int = 1) -> dict[str, Any]:
-    if not get_target(profile_target(profile)).sidecar:
-        raise OptionsError(f"`autotune helm` needs a profile tuned for --target tei (the sidecar); this one is "
-                           f"`{profile_target(profile)}`: for Hindsight's in-process providers use `autotune apply` "
-                           "and put its keys in api.env")
+    refusal = get_target(profile_target(profile)).helm_refusal()
+    if refusal is not None:
+        raise OptionsError(refusal)
     env = {str(k): str(v) for k, v in (profile.get("env") or {}).items()}
     if not env:
         raise OptionsError("the profile has no `env` keys (written before autotune 0.3): rerun autotune run")

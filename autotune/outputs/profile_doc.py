@@ -12,13 +12,14 @@ if TYPE_CHECKING:
     from autotune.runtime.space import SearchSpace
     from autotune.runtime.targets import Target
     from autotune.search.finalists import SearchResult
+    from autotune.search.noise import Conditions
     from autotune.search.space import SearchSettings
     from autotune.workload.queries import Workload
 
 
 def build_profile(*, name: str, target: Target, result: SearchResult, host: HostInfo, bundle: ModelBundle,
                   model_ref: str, workload: Workload, space: SearchSpace, settings: SearchSettings,
-                  conditions: dict[str, Any], int8_sample: dict[str, Any] | None, max_tokens: int,
+                  conditions: Conditions, int8_sample: dict[str, Any] | None, max_tokens: int,
                   env_keys: dict[str, str], model_dir: str | None, model_path_in_container: str | None,
                   tokenizer_check: dict[str, Any] | None, emitted_sha256: str | None = None,
                   recording_check: dict[str, Any] | None = None,
@@ -49,9 +50,9 @@ def build_profile(*, name: str, target: Target, result: SearchResult, host: Host
             "baseline_skipped": result.baseline_skipped,
             "measured": "finalists and baseline re-measured interleaved in one run; per-query medians",
         },
-        "memory": result.memory,
+        "memory": None if result.memory is None else result.memory.to_dict(),
         "scope": None if result.scope is None else result.scope.to_dict(),
-        "load": result.load,
+        "load": None if result.load is None else result.load.to_dict(),
         "parity": {**(winner.parity.to_dict() if winner.parity else {}), "int8_vs_fp32": int8_sample},
         "search": {
             "study": result.study_name,
@@ -79,6 +80,6 @@ def build_profile(*, name: str, target: Target, result: SearchResult, host: Host
                          for t in result.rejected],
             "history": [t.to_dict() for t in result.trials],
         },
-        "noise": {"warnings": result.warnings, **conditions},  # conditions carry `trustworthy`
+        "noise": {"warnings": result.warnings, **conditions.to_dict()},  # conditions carry `trustworthy`
         "versions": versions(),
     }

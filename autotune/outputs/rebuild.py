@@ -24,10 +24,9 @@ if TYPE_CHECKING:
 
 def restore_model(profile: dict[str, Any], host: HostInfo, target: Target, destination: Path
                   ) -> tuple[StagedModel | None, list[str]]:
-    """The profile's model directory at `destination`: kept when every file Hindsight loads is what the run
-    wrote; rebuilt, staged and verified when it is missing, or when it is autotune's own and damaged."""
-    if not target.emits_model:
-        return None, []
+    """The profile's model directory at `destination` (for a target that emits one: `Target.model_dir`): kept
+    when every file Hindsight loads is what the run wrote; rebuilt, staged and verified when it is missing, or
+    when it is autotune's own and damaged."""
     model = profile.get("model") or {}
     expected = expected_files(model)
     ship = f"copy the model directory from the host that ran `autotune run` to {destination}/ (or rerun it here)"

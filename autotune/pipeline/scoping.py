@@ -11,13 +11,12 @@ batch size). Whatever is not faster beyond the noise, or fails either gate, is n
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from autotune.errors import OptionsError
 from autotune.hindsight.keys import DEFAULT_ENCODING, TOKENIZER_ENCODING, user_caps
+from autotune.pipeline.handoffs import Picked, Tuning
 from autotune.runtime.engine import EngineConfig
 from autotune.search.finalists import Finalist, rerace
 from autotune.search.measure import scores_of
@@ -46,25 +45,16 @@ def encoding_of(user_env: dict[str, str]) -> str:
     return user_env.get(TOKENIZER_ENCODING, "").strip() or DEFAULT_ENCODING
 
 
-@dataclass
-class Picked:
-    """The pick as the scope phase leaves it: the winner on its pool, the baseline of the same race."""
-
-    winner: Finalist
-    baseline: Finalist | None
-    finalists: list[Finalist]
-
-
-def scope_phase(ctx: Any, picked: Picked, *, gate: ResultGate, tune_pool: bool) -> ScopeOutcome:
+def scope_phase(t: Tuning, picked: Picked, *, gate: ResultGate, tune_pool: bool) -> ScopeOutcome:
     """Choose the scope and, when it changes the pick, put the scoped winner and a fresh side-by-side baseline
     in `picked` (the engine-only pick stays in the outcome, for the attribution)."""
-    pool, workload, settings = ctx.pool, ctx.workload, ctx.settings
-    encoding = encoding_of(ctx.user_env)
-    fixed = Scope(tuple(sorted(user_caps(ctx.user_env).items())))
-    tokens_fixed = ctx.cap is not None
+    pool, workload, settings, run = t.pool, t.workload, t.settings, t.prepared
+    encoding = encoding_of(run.user_env)
+    fixed = Scope(tuple(sorted(user_caps(run.user_env).items())))
+    tokens_fixed = run.cap is not None
     replays = Replays(workload)
     base = shape(workload, replays, fixed, encoding)
-    reference = fp32_reference(ctx, fixed, base)
+    reference = fp32_reference(t, fixed, base)
     ref_results = final_results(replays, base, reference)
 
     scored: dict[tuple[EngineConfig, str], list[np.ndarray]] = {}
@@ -84,7 +74,7 @@ def scope_phase(ctx: Any, picked: Picked, *, gate: ResultGate, tune_pool: bool) 
     winner = picked.winner
     checked = agreement_of(winner.config, base)
     if not checked.passes(gate):  # int8 or a shorter ONNX_MAX_TOKENS can change what Hindsight returns
-        ctx.stage(f"{winner.config.label()} fails the result gate ({checked.reason(gate)}): the next finalist")
+        t.stage(f"{winner.config.label()} fails the result gate ({checked.reason(gate)}): the next finalist")
         for f in sorted((f for f in picked.finalists if f.parity is not None and f.parity.passed
                          and f is not winner), key=lambda f: f.latency.p95_ms):
             checked = agreement_of(f.config, base)
@@ -102,13 +92,13 @@ def scope_phase(ctx: Any, picked: Picked, *, gate: ResultGate, tune_pool: bool) 
     if not replays.any_recorded:
         outcome.note = ("the workload carries no recorded pool (record it with `autotune record` from a "
                         "Hindsight >= 1.1): the pool and token knobs need one; the gate compared top 10s")
-        ctx.stage(f"pool: not tuned: {outcome.note}")
+        t.stage(f"pool: not tuned: {outcome.note}")
         return outcome
     missing = len(replays.recorded) - sum(replays.recorded)
     if missing:
-        ctx.stage(f"{missing} of {len(replays.recorded)} queries carry no pool that replays (see `autotune record`'s "
+        t.stage(f"{missing} of {len(replays.recorded)} queries carry no pool that replays (see `autotune record`'s "
                   "notes): the gate judges them on their top 10, and their level is not capped")
-    ctx.stage(f"the result-quality gate: per query, the share of fp32's whole-pool results still returned "
+    t.stage(f"the result-quality gate: per query, the share of fp32's whole-pool results still returned "
               f"(floor: mean {gate.min_mean:g}, any query {gate.min_query:g})")
     explored = explore(workload, replays, ref_results, lambda wl: score_once(winner.config, wl), gate,
                        fixed=fixed, encoding=encoding, token_grid=() if tokens_fixed else TOKEN_GRID)
@@ -116,16 +106,16 @@ def scope_phase(ctx: Any, picked: Picked, *, gate: ResultGate, tune_pool: bool) 
     candidates = [c for c in explored.candidates if c.passed and c.scope != fixed]
     if not candidates:
         outcome.note = "no smaller pool or shorter candidate keeps the results above the floor"
-        ctx.stage(f"pool: {outcome.note}")
+        t.stage(f"pool: {outcome.note}")
         return outcome
-    if ctx.deadline is not None and time.monotonic() >= ctx.deadline:
+    if run.deadline is not None and time.monotonic() >= run.deadline:
         outcome.note = "the --timeout ran out before the scopes that pass the gate could be raced: whole pool kept"
-        ctx.stage(f"pool: {outcome.note}")
+        t.stage(f"pool: {outcome.note}")
         return outcome
     shaped = {c.scope: shape(workload, replays, c.scope, encoding) for c in candidates}
-    ctx.stage(f"racing {len(candidates)} scope(s) that pass the gate against the whole pool, "
+    t.stage(f"racing {len(candidates)} scope(s) that pass the gate against the whole pool, "
               f"{settings.final_rounds} rounds: " + "; ".join(c.scope.label() for c in candidates))
-    raced = _race(ctx, picked, [(winner.config, base), *((winner.config, shaped[c.scope]) for c in candidates)])
+    raced = _race(t, picked, [(winner.config, base), *((winner.config, shaped[c.scope]) for c in candidates)])
     engine_only, scoped = raced[0], raced[1:]
     timed = {fixed: engine_only.latency.p95_ms, **{c.scope: f.latency.p95_ms
                                                    for c, f in zip(candidates, scoped, strict=True)}}
@@ -139,21 +129,21 @@ def scope_phase(ctx: Any, picked: Picked, *, gate: ResultGate, tune_pool: bool) 
     if scoped[best].latency.p95_ms * (1.0 + NOISY_SPREAD) > engine_only.latency.p95_ms:
         outcome.note = (f"the fastest scope ({candidates[best].scope.label()}) is within the noise of the whole "
                         "pool: kept the whole pool")
-        ctx.stage(f"pool: {outcome.note}")
+        t.stage(f"pool: {outcome.note}")
         return outcome
     chosen, chosen_shape = candidates[best].scope, shaped[candidates[best].scope]
-    config = _refined(ctx, winner.config, chosen, chosen_shape)
+    config = _refined(t, winner.config, chosen, chosen_shape)
     pick = scoped[best]
     if config != winner.config and agreement_of(config, chosen_shape).passes(gate):
-        engine_only, pick = _race(ctx, picked, [(winner.config, base), (config, chosen_shape)])
-    chosen_reference = fp32_reference(ctx, chosen, chosen_shape)
+        engine_only, pick = _race(t, picked, [(winner.config, base), (config, chosen_shape)])
+    chosen_reference = fp32_reference(t, chosen, chosen_shape)
     pick.parity = compare(chosen_reference, scores_of(pool, pick.config, chosen_shape.workload),
                           settings.tolerance(pick.config.precision))
     outcome.scope, outcome.engine_only, outcome.pairs_scored = chosen, engine_only, chosen_shape.pairs
     outcome.agreement = agreement_of(pick.config, chosen_shape)
     engine_only.parity = winner.parity
     picked.winner = pick
-    ctx.stage(f"pool: {chosen.label()}: {outcome.agreement.summary()}; {chosen_shape.pairs} pairs scored "
+    t.stage(f"pool: {chosen.label()}: {outcome.agreement.summary()}; {chosen_shape.pairs} pairs scored "
               f"instead of {base.pairs}")
     return outcome
 
@@ -173,17 +163,17 @@ def summary_points(explored: Exploration, fixed: Scope) -> list[FrontierPoint]:
     return whole + extra
 
 
-def fp32_reference(ctx: Any, scope: Scope, shaped: Shaped) -> list[np.ndarray]:
+def fp32_reference(t: Tuning, scope: Scope, shaped: Shaped) -> list[np.ndarray]:
     """The fp32 reference for a shaped workload: the run's own, picked per kept pair, when the candidates are
     whole (a pair's score does not depend on its pool); computed afresh (and cached) when they are cut."""
     if scope.tokens is None:
-        return [ctx.reference[i][kept] for i, kept in enumerate(shaped.kept)]
+        return [t.reference[i][kept] for i, kept in enumerate(shaped.kept)]
+    host = t.prepared.host
+    return fresh_reference(t.loaded.bundle, host.has_vnni, host.onnxruntime, shaped.workload,
+                           t.loaded.traits.max_tokens)
 
-    return fresh_reference(ctx.bundle, ctx.host.has_vnni, ctx.host.onnxruntime, shaped.workload,
-                           ctx.traits.max_tokens)
 
-
-def _race(ctx: Any, picked: Picked, contenders: list[tuple[EngineConfig, Shaped]]) -> list[Finalist]:
+def _race(t: Tuning, picked: Picked, contenders: list[tuple[EngineConfig, Shaped]]) -> list[Finalist]:
     """Each contender on its own pool, interleaved, after Hindsight's defaults on the whole pool (when they were
     raced at all): the baseline in `picked` is replaced by this race's, so every ratio is side by side."""
     configs = [config for config, _ in contenders]
@@ -192,24 +182,23 @@ def _race(ctx: Any, picked: Picked, contenders: list[tuple[EngineConfig, Shaped]
     if with_baseline:
         configs.insert(0, picked.baseline.config)
         workloads.insert(0, contenders[0][1].workload)
-    raced = rerace(ctx.pool, workloads[0], configs, ctx.settings.final_rounds, baseline_first=with_baseline,
-                   load=ctx.traffic, workloads=workloads)
+    raced = rerace(t.pool, workloads[0], configs, t.settings.final_rounds, baseline_first=with_baseline,
+                   load=t.prepared.traffic, workloads=workloads)
     if with_baseline:
         raced[0].parity = picked.baseline.parity
         picked.baseline = raced.pop(0)
     return raced
 
 
-def _refined(ctx: Any, start: EngineConfig, scope: Scope, shaped: Shaped) -> EngineConfig:
+def _refined(t: Tuning, start: EngineConfig, scope: Scope, shaped: Shaped) -> EngineConfig:
     """The engine's knobs hill-climbed again on the pool that will really be scored."""
-    if ctx.settings.refine_rounds == 0:
+    if t.settings.refine_rounds == 0:
         return start
-    objective = ctx.objective
-    reference = fp32_reference(ctx, scope, shaped)
-    refiner = Refiner(ctx.pool, shaped.workload, ctx.space, reference, ctx.settings.tolerance,
-                      rounds=ctx.settings.refine_rounds, deadline=ctx.deadline, admissible=objective.over_budget,
-                      load=ctx.traffic)
+    reference = fp32_reference(t, scope, shaped)
+    refiner = Refiner(t.pool, shaped.workload, t.space, reference, t.settings.tolerance,
+                      rounds=t.settings.refine_rounds, deadline=t.prepared.deadline,
+                      admissible=t.objective.over_budget, load=t.prepared.traffic)
     best = refiner.climb(start).best
     if best != start:
-        ctx.stage(f"refined on the smaller pool: {start.label()} -> {best.label()}")
+        t.stage(f"refined on the smaller pool: {start.label()} -> {best.label()}")
     return best

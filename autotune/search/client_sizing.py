@@ -17,12 +17,17 @@ import numpy as np
 
 from autotune.runtime.engine import EngineConfig, ScoringPool, engines_for
 from autotune.runtime.targets.base import PREFIX
+from autotune.runtime.targets.tei_sidecar import (
+    CLIENT_CONCURRENCY_KEY,
+    HINDSIGHT_CLIENT_CONCURRENCY,
+    client_concurrency,
+)
 from autotune.search.measure import replay_loaded
 from autotune.workload.queries import Query, Workload
 
-MAX_CONCURRENT_KEY = f"{PREFIX}TEI_MAX_CONCURRENT"
+MAX_CONCURRENT_KEY = CLIENT_CONCURRENCY_KEY
 HTTP_TIMEOUT_KEY = f"{PREFIX}TEI_HTTP_TIMEOUT"
-HINDSIGHT_MAX_CONCURRENT = 8  # Hindsight's defaults
+HINDSIGHT_MAX_CONCURRENT = HINDSIGHT_CLIENT_CONCURRENCY  # Hindsight's defaults
 HINDSIGHT_HTTP_TIMEOUT = 30.0
 SAFETY = 2.0  # the time-out covers twice the measured worst case, plus a margin, and never less than 30 s
 MARGIN_S = 5.0
@@ -44,9 +49,7 @@ def positive_float(value: str | None) -> float | None:
     return x if x is not None and math.isfinite(x) and x > 0 else None
 
 
-def hindsight_concurrency(user_env: Mapping[str, str]) -> int:
-    """How many requests Hindsight will have in flight: the user's TEI_MAX_CONCURRENT, else its default."""
-    return positive_int(user_env.get(MAX_CONCURRENT_KEY)) or HINDSIGHT_MAX_CONCURRENT
+hindsight_concurrency = client_concurrency  # how many requests Hindsight's TEI client has in flight
 
 
 def largest_request(workload: Workload, user_env: Mapping[str, str]) -> Query:
@@ -111,3 +114,29 @@ def measure_client_sizing(pool: ScoringPool, config: EngineConfig, workload: Wor
     seconds = replay_loaded(engines, [largest] * (len(engines) * rounds), len(engines)).seconds
     return ClientSizing(workers=config.workers, service_p99_s=float(np.max(seconds)),
                         largest_candidates=len(largest.documents), concurrency=hindsight_concurrency(user_env))
+
+
+@dataclass(frozen=True)
+class ServedLoad:
+    """The sidecar's pick under Hindsight's concurrent recalls: its figures, its client's keys, and why it
+    was chosen over the fastest one query at a time."""
+
+    concurrency: int
+    p95_ms_loaded: float
+    p95_ms_single: float
+    throughput_pairs_per_s: dict[int, float]
+    choice: str
+    client: ClientSizing
+    unsafe_user_values: str | None  # one line when the user's own client keys let requests time out
+
+    @property
+    def client_keys(self) -> dict[str, str]:
+        return self.client.keys()
+
+    def to_dict(self) -> dict[str, object]:
+        return {"concurrency": self.concurrency, "p95_ms_loaded": round(self.p95_ms_loaded, 3),
+                "p95_ms_single": round(self.p95_ms_single, 3),
+                "throughput_pairs_per_s": {str(k): round(v, 1) for k, v in self.throughput_pairs_per_s.items()},
+                "choice": self.choice, "client": self.client.to_dict(), "client_keys": self.client_keys,
+                "unsafe_user_values": self.unsafe_user_values}
+

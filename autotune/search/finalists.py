@@ -28,6 +28,8 @@ from autotune.search.study import PARAMS, TrialRecord, config_of, is_feasible
 from autotune.workload.queries import Query, Workload
 
 if TYPE_CHECKING:
+    from autotune.search.client_sizing import ServedLoad
+    from autotune.search.memory_report import MemoryReport
     from autotune.search.prechecks import Dropped
     from autotune.search.refine import RefineResult
     from autotune.search.scope import ScopeOutcome
@@ -55,13 +57,13 @@ class SearchResult:
     resumed_trials: int = 0
     refined: RefineResult | None = None
     dropped: list[Dropped] = field(default_factory=list)
-    memory: dict[str, Any] = field(default_factory=dict)
+    memory: MemoryReport | None = None  # what the pick needs when served
     trials_planned: int = 0
     elapsed_s: float = 0.0
     baseline_skipped: str | None = None  # why the baseline was not raced
     candidate_cap: dict[str, Any] | None = None  # the .env's MAX_TOKENS_PER_CANDIDATE, applied to the replay
     phases_s: dict[str, float] = field(default_factory=dict)  # measuring time: search, refine, race
-    load: dict[str, Any] | None = None  # the tei sidecar under concurrent recalls, and its client keys
+    load: ServedLoad | None = None  # the tei sidecar under concurrent recalls, and its client keys
     concurrency: int = 1  # recalls at once every candidate was timed under (queueing in its latency)
     rerun: str | None = None  # on a rerun: whether the committed pick was kept, and why
     scope: ScopeOutcome | None = None  # how much Hindsight scores (pool cap, token cut) and the result gate

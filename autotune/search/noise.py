@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import psutil
 
@@ -96,6 +97,20 @@ def wait_quiet(usable_cores: int, timeout_s: float, *, threshold: float = 0.75,
         if on_wait is not None:
             on_wait(value)
         sleep(min(5.0, max(0.0, deadline - time.monotonic())))
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """What else the host was doing while the run measured, and whether its figures can be trusted."""
+
+    host: dict[str, Any]  # `host.run_conditions()`: load average, CPU governor and clock
+    sample: NoiseSample  # the load and steal sampled over the measuring
+    trustworthy: bool | str  # "unknown" with one final round
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {**self.host, **self.sample.to_dict(), "trustworthy": self.trustworthy,
+                **({} if self.note is None else {"note": self.note})}
 
 
 def trustworthiness(warnings: list[str], final_rounds: int) -> bool | str:

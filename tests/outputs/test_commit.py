@@ -7,7 +7,8 @@ import io
 from autotune.cli import main
 from autotune.errors import ExitStatus
 from autotune.outputs import commit as commit_module
-from tests.conftest import DOCS, write_workload
+from tests.support.corpus import DOCS
+from tests.support.models import write_workload
 
 
 def test_the_tokenizer_check_never_tokenizes_a_huge_document_whole(tmp_path, tiny_model_dir, monkeypatch):
@@ -34,9 +35,12 @@ def test_the_tokenizer_check_never_tokenizes_a_huge_document_whole(tmp_path, tin
 
 
 def test_the_sidecar_is_told_the_input_cut_only_when_its_burst_made_one():
-    from autotune.outputs.commit import served_max_length
+    from autotune.search.memory_report import MemoryReport
+
+    def report(burst):  # type: ignore[no-untyped-def]
+        return MemoryReport(served_mb=100.0, estimated_mb=90.0, burst=burst, tuner_peak_rss_mb=500.0, budget_mb=2048)
 
     burst = {"max_input_length": 2541, "model_max_length": 8192}
-    assert served_max_length({"burst": burst}) == 2541
-    assert served_max_length({"burst": {**burst, "max_input_length": 8192}}) is None  # the model's own
-    assert served_max_length({"burst": None}) is None and served_max_length(None) is None
+    assert report(burst).served_max_length() == 2541
+    assert report({**burst, "max_input_length": 8192}).served_max_length() is None  # the model's own
+    assert report(None).served_max_length() is None

@@ -67,7 +67,7 @@ def test_nothing_passed_counts_what_refused_the_trials():
               SimpleNamespace(user_attrs={"rejected": "estimated 900 MB would pass the memory budget of 512 MB"}),
               SimpleNamespace(user_attrs={})]
     said = nothing_passed(trials, 512.0, 84)  # type: ignore[arg-type]
-    assert "of 3 trials (the space holds 84), 1 passed the memory budget of 512 MB and 1 failed the parity" in said
+    assert "of 3 trials (the space holds 84), 1 went over the memory budget of 512 MB and 1 failed the parity" in said
 
 
 @pytest.mark.parametrize("inside", [True, False])

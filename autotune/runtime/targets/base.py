@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -135,6 +135,40 @@ class Target(ABC):
     def baseline(self, space: SearchSpace) -> EngineConfig:
         """Hindsight's defaults for this target, as they behave on this workload."""
         return space.baseline()
+
+    def load_concurrency(self, requested: int | None, user_env: Mapping[str, str]) -> int:
+        """The recalls at once each candidate is timed under: what the user declares (default 1) on a target
+        Hindsight may run several reranks on at once (`concurrent`); one that cannot refuses more."""
+        from autotune.errors import OptionsError
+
+        if requested not in (None, 1) and not self.concurrent:
+            raise OptionsError(f"--concurrency does not apply to --target {self.name}: autotune tunes it for one "
+                               "rerank at a time")
+        return requested or 1
+
+    def model_dir(self, where: Callable[[], Path]) -> Path | None:
+        """Where this target's emitted model directory lives (`where()`), or None for a target that emits none:
+        the one question `run`, `apply`, `check` and the rebuild ask of it."""
+        return where() if self.emits_model else None
+
+    def compose_wanted(self, model_path_in_container: str | None) -> bool:
+        """Whether `run` writes a compose override: in Hindsight's own container the emitted model must be
+        mounted, which needs the path it is mounted at (a sidecar's service needs nothing more)."""
+        return self.sidecar or model_path_in_container is not None
+
+    def no_compose_note(self) -> str | None:
+        """What `run` says when it wrote no override (None: nothing to say)."""
+        if self.sidecar:
+            return None
+        return ("no compose override: Hindsight reads the paths above on this host; for a container, rerun with "
+                "--model-path-in-container /models/reranker")
+
+    def helm_refusal(self) -> str | None:
+        """Why `autotune helm` cannot deploy this target's profile (None: it can, as the chart's sidecar)."""
+        if self.sidecar:
+            return None
+        return (f"`autotune helm` needs a profile tuned for --target tei (the sidecar); this one is `{self.name}`: "
+                "for Hindsight's in-process providers use `autotune apply` and put its keys in api.env")
 
     def container_keys(self, directory: str) -> dict[str, str]:
         """The keys that name the emitted model directory, pointing at `directory` (where a container mounts

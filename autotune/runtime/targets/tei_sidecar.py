@@ -15,6 +15,19 @@ TEI_CONFIG_KEYS = ("AUTOTUNE_BATCH_SIZE", "AUTOTUNE_INTRA_OP_THREADS", "AUTOTUNE
                    "AUTOTUNE_PRECISION", "AUTOTUNE_GRAPH", "AUTOTUNE_SPINNING", "AUTOTUNE_WORKERS", "AUTOTUNE_MODEL")
 
 
+CLIENT_CONCURRENCY_KEY = f"{PREFIX}TEI_MAX_CONCURRENT"
+HINDSIGHT_CLIENT_CONCURRENCY = 8  # Hindsight's default TEI_MAX_CONCURRENT
+
+
+def client_concurrency(user_env: Mapping[str, str]) -> int:
+    """How many requests Hindsight's TEI client keeps in flight: the user's TEI_MAX_CONCURRENT, else its default."""
+    try:
+        n = int(user_env.get(CLIENT_CONCURRENCY_KEY) or 0)
+    except ValueError:
+        n = 0
+    return n if n > 0 else HINDSIGHT_CLIENT_CONCURRENCY
+
+
 class TeiTarget(Target):
     name = "tei"
     provider = "tei"
@@ -35,6 +48,10 @@ class TeiTarget(Target):
     defaults_label = "onnxruntime, batch 32, no sort, fp32, default threads"
     defaults_reference = "ort-default"
     bench_against = ("ort-default", "hindsight-onnx", "hindsight-local")
+
+    def load_concurrency(self, requested: int | None, user_env: Mapping[str, str]) -> int:
+        """Timed under the load Hindsight's TEI client sends, unless the user names another."""
+        return requested or client_concurrency(user_env)
 
     def traits(self, usable_cores: int, max_length: int, max_tokens: int | None = None) -> EngineTraits:
         """The sidecar cuts batches by TEI's token budget as well as by count, as `serve` does."""

@@ -102,6 +102,25 @@ def test_no_caller_asks_which_target_or_which_pool_it_has():
     assert not offenders, "\n".join(offenders)
 
 
+def test_no_flag_of_a_target_is_branched_on_in_more_than_one_place():
+    """Issue 45: a capability flag that callers branch on in several places becomes a method that does the thing
+    (`load_concurrency`, `model_dir`, `compose_wanted`, `no_compose_note`, `helm_refusal`). Outside the targets
+    package each flag is read in one place at most."""
+    from autotune.runtime.targets.base import Target
+
+    flags = [name for name, value in vars(Target).items() if isinstance(value, bool)]
+    assert {"sidecar", "emits_model", "concurrent"} <= set(flags)
+    reads: dict[str, list[str]] = {flag: [] for flag in flags}
+    for path in (ROOT / "autotune").rglob("*.py"):
+        if "runtime/targets" in path.as_posix():
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            for flag in flags:
+                if re.search(rf"\.{flag}\b", line):
+                    reads[flag].append(f"{path.relative_to(ROOT)}:{n}")
+    assert all(len(places) <= 1 for places in reads.values()), reads
+
+
 def test_keys_are_never_empty_and_booleans_are_hindsights_spellings(target):
     space = target.space(LIMITS)
     for config in (target.baseline(space), EngineConfig(4, 1, True, "fp32", mem_arena=False)):

@@ -1,0 +1,164 @@
+"""What each phase of `autotune run` hands the next: typed values, each whole when it is made.
+
+prepare -> `Prepared`; load -> `Loaded`; precheck -> `Checked` (the three together: `Tuning`, what every
+later phase reads); search -> `Searched`; race -> `Raced` (the finalists, parity again, the pick);
+scope -> `Scoped`; judge -> `Judged`; commit -> `RunOutcome`. A phase never fills a field of another's
+value, so each can be called alone with values a test builds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import optuna
+
+from autotune.host import HostInfo
+from autotune.pipeline.options import RunOptions
+from autotune.runtime.engine import EngineTraits, ScoringPool
+from autotune.runtime.model import ModelBundle
+from autotune.runtime.space import SearchSpace
+from autotune.runtime.targets import Target
+from autotune.search.finalists import Finalist, SearchResult
+from autotune.search.int8_judge import Int8Verdict
+from autotune.search.measure import Load
+from autotune.search.noise import Conditions
+from autotune.search.objective import Objective
+from autotune.search.prechecks import Dropped
+from autotune.search.scope import ScopeOutcome
+from autotune.search.selfcheck import SelfCheck
+from autotune.search.space import SearchSettings
+from autotune.workload.candidate_cap import CandidateCap
+from autotune.workload.queries import Workload
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Everything known before a model loads: the inputs, the host, and the run's clock."""
+
+    opts: RunOptions
+    target: Target
+    host: HostInfo
+    workload: Workload  # as Hindsight would see it (cut to MAX_TOKENS_PER_CANDIDATE where the .env sets it)
+    source_sha256: str  # the workload file's hash, before any cut
+    user_env: dict[str, str]
+    cap: CandidateCap | None
+    traffic: Load
+    space: SearchSpace  # the target's space before the pre-checks narrow it
+    stage: Callable[[str], None]
+    started: float
+    deadline: float | None
+    committed: dict[str, Any] | None  # the profile an earlier run wrote at this path (not with --fresh)
+
+    @property
+    def settings(self) -> SearchSettings:
+        return self.opts.settings
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """The model, the pool that scores it, the fp32 reference, and the recording's self-check."""
+
+    bundle: ModelBundle
+    traits: EngineTraits
+    pool: ScoringPool
+    reference: list[np.ndarray]
+    recording: SelfCheck | None
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What the pre-checks left: the narrowed space, what left it and why, int8's verdict, the objective."""
+
+    space: SearchSpace
+    dropped: list[Dropped]
+    int8: Int8Verdict | None  # each int8 variant's results against fp32, and the one the search runs
+    int8_considered: bool
+    budget_mb: float
+    objective: Objective
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """The three hand-offs before the search, which every later phase reads."""
+
+    prepared: Prepared
+    loaded: Loaded
+    checked: Checked
+
+    @property
+    def settings(self) -> SearchSettings:
+        return self.prepared.settings
+
+    @property
+    def stage(self) -> Callable[[str], None]:
+        return self.prepared.stage
+
+    @property
+    def pool(self) -> ScoringPool:
+        return self.loaded.pool
+
+    @property
+    def workload(self) -> Workload:
+        return self.prepared.workload
+
+    @property
+    def reference(self) -> list[np.ndarray]:
+        return self.loaded.reference
+
+    @property
+    def space(self) -> SearchSpace:
+        return self.checked.space
+
+    @property
+    def objective(self) -> Objective:
+        return self.checked.objective
+
+
+@dataclass(frozen=True)
+class Searched:
+    study: optuna.Study
+    study_name: str
+    trials: int
+    resumed: int
+
+
+@dataclass
+class Picked:
+    """The pick as the scope phase works on it: the winner on its pool, the baseline of the same race."""
+
+    winner: Finalist
+    baseline: Finalist | None
+    finalists: list[Finalist]
+
+
+@dataclass(frozen=True)
+class Raced:
+    """The finalists re-measured side by side and checked again for parity; the pick among those that pass."""
+
+    finalists: list[Finalist]
+    passing: list[Finalist]
+    winner: Finalist
+    noise: list[str]
+    baseline_skipped: str | None  # why Hindsight's defaults were not raced, or None
+    rerun: str | None  # a rerun's verdict on the committed pick
+
+
+@dataclass(frozen=True)
+class Scoped:
+    """How much Hindsight scores, and the pick and baseline on that pool."""
+
+    outcome: ScopeOutcome
+    winner: Finalist
+    baseline: Finalist | None
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The run's result, the conditions it was measured under, and int8's scatter against fp32."""
+
+    result: SearchResult
+    conditions: Conditions
+    int8_sample: dict[str, Any] | None
