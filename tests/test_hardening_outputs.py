@@ -31,7 +31,7 @@ def _outputs(work: Path, model: Path) -> list[str]:
 
 @pytest.fixture()
 def work(tmp_path: Path) -> Path:
-    from tests.conftest import write_workload
+    from tests.support.models import write_workload
 
     work = tmp_path / "work"
     work.mkdir()

@@ -30,10 +30,10 @@ import yaml
 from autotune.errors import ExitStatus
 from autotune.outputs.envfile import BEGIN
 from autotune.runtime.bert_onnx import build_bert_cross_encoder
-from tests.conftest import TINY_CONFIG, tiny_weights, write_model_dir, write_workload
 from tests.hindsight.test_versions import response_1_1
 from tests.support.cli import one_line, run_cli, run_in, snapshot
 from tests.support.http import JsonHandler, serving
+from tests.support.models import TINY_CONFIG, tiny_weights, write_model_dir, write_workload
 
 FAST = ["--trials", "2", "--repeats", "1", "--final-rounds", "1", "--refine-rounds", "0"]
 USER_ENV = "# mine\r\nHINDSIGHT_API_LLM_PROVIDER=none\r\nHINDSIGHT_API_LLM_API_KEY=sk-secret\r\n"

@@ -12,8 +12,8 @@ from onnx import TensorProto, helper
 from autotune.errors import ExitStatus
 from autotune.outputs.envfile import BEGIN
 from autotune.runtime.bert_onnx import build_bert_cross_encoder
-from tests.conftest import TINY_CONFIG, tiny_weights, write_model_dir, write_workload
 from tests.support.cli import FAST, outputs, run_cli
+from tests.support.models import TINY_CONFIG, tiny_weights, write_model_dir, write_workload
 
 
 def test_run_tei_writes_env_profile_and_compose(tmp_path, tiny_model_dir, workload_file):

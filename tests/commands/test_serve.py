@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import DOCS
+from tests.support.corpus import DOCS
 from tests.support.serving import in_process
 
 

@@ -9,7 +9,7 @@ from autotune.runtime.backends import OrtBackend
 from autotune.runtime.engine import RerankEngine
 from autotune.runtime.model import build_default_model
 from autotune.runtime.tokenize import PairTokenizer
-from tests.conftest import DOCS
+from tests.support.corpus import DOCS
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from autotune.runtime.engine import RerankEngine
 from autotune.runtime.model import build_default_model, default_weights_dir
 from autotune.runtime.quantize import int8_model_path
 from autotune.runtime.tokenize import PairTokenizer
-from tests.conftest import DOCS
+from tests.support.corpus import DOCS
 
 try:
     import sentence_transformers  # noqa: F401

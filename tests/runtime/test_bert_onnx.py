@@ -10,7 +10,8 @@ from autotune.runtime.backends import OrtBackend
 from autotune.runtime.bert_onnx import BertShape, build_bert_cross_encoder, classifier_head
 from autotune.runtime.model import build_default_model, default_weights_dir
 from autotune.runtime.tokenize import PairTokenizer
-from tests.conftest import DOCS, TINY_CONFIG, tiny_weights
+from tests.support.corpus import DOCS
+from tests.support.models import TINY_CONFIG, tiny_weights
 
 try:
     import torch

@@ -10,7 +10,8 @@ from autotune.runtime.bert_onnx import build_bert_cross_encoder
 from autotune.runtime.engine import RerankEngine, calibrate
 from autotune.runtime.model import load_model_dir
 from autotune.runtime.tokenize import PairTokenizer
-from tests.conftest import DOCS, TINY_CONFIG, tiny_weights, write_model_dir
+from tests.support.corpus import DOCS
+from tests.support.models import TINY_CONFIG, tiny_weights, write_model_dir
 
 
 def _engine(model_dir, batch_size=1, length_sort=False, threads=1):

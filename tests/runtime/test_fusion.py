@@ -11,7 +11,8 @@ from autotune.runtime.engine import EngineConfig
 from autotune.runtime.fusion import FusionUnavailable, fused_model_path, fused_ops
 from autotune.runtime.model import build_default_model, load_model_dir
 from autotune.runtime.sessions import EnginePool
-from tests.conftest import DOCS, TINY_CONFIG, tiny_weights, write_model_dir
+from tests.support.corpus import DOCS
+from tests.support.models import TINY_CONFIG, tiny_weights, write_model_dir
 
 PLAIN = EngineConfig(batch_size=4, intra_op_threads=1, length_sort=True, precision="fp32")
 FUSED = EngineConfig(batch_size=4, intra_op_threads=1, length_sort=True, precision="fp32", graph="fused")

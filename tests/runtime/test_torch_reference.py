@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from autotune.errors import MissingDependencyError, ModelError
-from tests.conftest import DOCS
+from tests.support.corpus import DOCS
 
 HAVE_TORCH = all(importlib.util.find_spec(m) is not None for m in ("torch", "sentence_transformers"))
 

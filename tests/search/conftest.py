@@ -10,7 +10,7 @@ from autotune.runtime.sessions import EnginePool
 from autotune.runtime.space import SearchSpace
 from autotune.search.parity import reference_scores
 from autotune.workload.queries import load_workload
-from tests.conftest import write_workload
+from tests.support.models import write_workload
 
 SPACE = SearchSpace(batch_sizes=(1, 4), threads=(0, 1), precisions=("fp32",))
 

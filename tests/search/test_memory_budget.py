@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import DOCS
+from tests.support.corpus import DOCS
 
 pytestmark = pytest.mark.slow  # a long-context model under load: about a minute
 

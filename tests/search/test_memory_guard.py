@@ -15,8 +15,8 @@ from autotune.search.measure import replay_loaded
 from autotune.search.memory import rss_mb
 from autotune.search.memory_guard import MemoryGuard, check, measuring
 from autotune.workload.queries import load_workload
-from tests.conftest import write_workload
 from tests.support.cli import run_cli
+from tests.support.models import write_workload
 
 
 def _tripped(guard: MemoryGuard) -> None:

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from autotune.serve.tei_client import ClientSettings, HindsightLikeClient
-from tests.conftest import DOCS
+from tests.support.corpus import DOCS
 from tests.support.http import LiveServer
 from tests.support.serving import SlowService, metric, slow
 

@@ -15,7 +15,7 @@ from autotune.serve.routes import create_app
 from autotune.serve.service import RerankService
 from autotune.serve.settings import ServeSettings, resolve_settings
 from autotune.workload.queries import load_workload
-from tests.conftest import DOCS
+from tests.support.corpus import DOCS
 from tests.support.http import LiveServer
 from tests.support.serving import CONFIG, JSON, in_process, make_service
 

@@ -8,7 +8,7 @@ import asyncio
 import httpx
 import pytest
 
-from tests.conftest import DOCS
+from tests.support.corpus import DOCS
 from tests.support.http import LiveServer
 from tests.support.serving import make_service, slow
 

@@ -12,7 +12,7 @@ from autotune.runtime.targets.sidecar_keys import SidecarKeys
 from autotune.serve.routes import create_app
 from autotune.serve.service import RerankService
 from autotune.serve.settings import ServeSettings, resolve_settings
-from tests.conftest import DOCS
+from tests.support.corpus import DOCS
 
 CONFIG = EngineConfig(batch_size=4, intra_op_threads=1, length_sort=True, precision="fp32")
 REQUIRED = {"AUTOTUNE_BATCH_SIZE": "4", "AUTOTUNE_INTRA_OP_THREADS": "0", "AUTOTUNE_LENGTH_SORT": "true",

@@ -5,7 +5,7 @@ import pytest
 from autotune.errors import OptionsError
 from autotune.workload.candidate_cap import CandidateCap, apply_cap, cap_from_env
 from autotune.workload.queries import load_workload
-from tests.conftest import DOCS
+from tests.support.corpus import DOCS
 
 
 def test_the_cap_is_read_as_hindsight_reads_it():

@@ -14,8 +14,8 @@ from autotune.runtime.sessions import EnginePool
 from autotune.runtime.targets import EnvContext, SpaceLimits, get_target
 from autotune.runtime.targets.base import PREFIX
 from autotune.search.space import SearchSettings
-from tests.conftest import TINY_CONFIG, tiny_weights, write_model_dir, write_workload
 from tests.support.hindsight_classes import assert_same_scores, hindsight_scores
+from tests.support.models import TINY_CONFIG, tiny_weights, write_model_dir, write_workload
 
 FAST = SearchSettings(trials=4, repeats=1, final_rounds=1)
 CTX = EnvContext(model_ref="default", model_dir="/models/reranker", tei_url="http://reranker:8080",
