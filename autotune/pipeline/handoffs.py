@@ -139,11 +139,15 @@ class Raced:
     """The finalists re-measured side by side and checked again for parity; the pick among those that pass."""
 
     finalists: list[Finalist]
-    passing: list[Finalist]
     winner: Finalist
     noise: list[str]
     baseline_skipped: str | None  # why Hindsight's defaults were not raced, or None
     rerun: str | None  # a rerun's verdict on the committed pick
+
+    @property
+    def passing(self) -> list[Finalist]:
+        """The finalists that passed parity again."""
+        return [f for f in self.finalists if f.parity is not None and f.parity.passed]
 
 
 @dataclass(frozen=True)

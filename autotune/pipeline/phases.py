@@ -260,7 +260,7 @@ def race(t: Tuning, study: optuna.Study, refined: RefineResult | None) -> Raced:
     if held is not None:
         winner, rerun = challenge(held, winner)
         t.stage(f"rerun: {rerun}")
-    return Raced(finalists, passing, winner, noise, skipped, rerun)
+    return Raced(finalists, winner, noise, skipped, rerun)
 
 
 def nothing_passed(trials: list[optuna.trial.FrozenTrial], budget: float, space_size: int) -> str:

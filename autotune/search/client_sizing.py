@@ -17,6 +17,7 @@ import numpy as np
 
 from autotune.runtime.engine import EngineConfig, ScoringPool, engines_for
 from autotune.runtime.targets.base import PREFIX
+from autotune.runtime.targets.key_spec import positive_int
 from autotune.runtime.targets.tei_sidecar import (
     CLIENT_CONCURRENCY_KEY,
     HINDSIGHT_CLIENT_CONCURRENCY,
@@ -31,14 +32,6 @@ HINDSIGHT_MAX_CONCURRENT = HINDSIGHT_CLIENT_CONCURRENCY  # Hindsight's defaults
 HINDSIGHT_HTTP_TIMEOUT = 30.0
 SAFETY = 2.0  # the time-out covers twice the measured worst case, plus a margin, and never less than 30 s
 MARGIN_S = 5.0
-
-
-def positive_int(value: str | None) -> int | None:
-    try:
-        n = int(value) if value is not None else None
-    except ValueError:
-        return None
-    return n if n is not None and n > 0 else None
 
 
 def positive_float(value: str | None) -> float | None:

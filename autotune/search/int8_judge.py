@@ -84,7 +84,7 @@ def judge_int8(pool: ScoringPool, workload: Workload, reference: list[np.ndarray
         variant = Int8Variant(scales, matmuls=len(matmuls))
         pool.use_int8(variant)
         try:
-            report = compare(reference, _scores(pool.engine(INT8), workload), tolerance)
+            report = compare(reference, scores_of(pool, INT8, workload), tolerance)
         except ModelError as exc:
             unbuilt.append((variant, str(exc)))
             continue
@@ -157,17 +157,13 @@ def sensitivities(pool: ScoringPool, source: Path, workload: Workload, reference
     return measured, "measured"
 
 
-def _scores(engine: object, workload: Workload) -> list[np.ndarray]:
-    return replay(engine, workload.queries, keep_scores=True).scores  # type: ignore[arg-type]
-
-
 def _scratch_scores(pool: ScoringPool, source: Path, variant: Int8Variant, workload: Workload,
                     has_vnni: bool) -> list[np.ndarray]:
     """A variant's scores from a graph quantized into a scratch file (the cache keeps only what is chosen)."""
     with tempfile.TemporaryDirectory(prefix="autotune-int8-") as scratch:
         path = quantize_to(Path(scratch) / "model.onnx", source, has_vnni=has_vnni, variant=variant)
         engine = pool.engine_on(path, INT8)  # type: ignore[attr-defined]
-        scores = _scores(engine, workload)
+        scores = replay(engine, workload.queries, keep_scores=True).scores
         del engine
     return scores
 

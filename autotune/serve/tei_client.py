@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from autotune.runtime.targets.key_spec import positive_int
 from autotune.search.client_sizing import (
     HINDSIGHT_HTTP_TIMEOUT,
     HINDSIGHT_MAX_CONCURRENT,
     HTTP_TIMEOUT_KEY,
-    MAX_CONCURRENT_KEY,
+    hindsight_concurrency,
     positive_float,
-    positive_int,
 )
 
 BATCH_SIZE_KEY = "HINDSIGHT_API_RERANKER_TEI_BATCH_SIZE"
@@ -44,7 +44,7 @@ class ClientSettings:
     def from_env(cls, env: Mapping[str, str]) -> ClientSettings:
         """What Hindsight reads from its environment (defaults where a key is absent)."""
         return cls(batch_size=positive_int(env.get(BATCH_SIZE_KEY)) or 128,
-                   max_concurrent=positive_int(env.get(MAX_CONCURRENT_KEY)) or HINDSIGHT_MAX_CONCURRENT,
+                   max_concurrent=hindsight_concurrency(env),
                    http_timeout_s=positive_float(env.get(HTTP_TIMEOUT_KEY)) or HINDSIGHT_HTTP_TIMEOUT)
 
 

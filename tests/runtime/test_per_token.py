@@ -40,7 +40,7 @@ def _alone_and_batched(pool: EnginePool, path: Path) -> float:
 
 def test_a_pairs_score_hardly_depends_on_its_batch_as_a_dynamic_ones_does(fp32, tmp_path):
     """Only fp32 rounding differs between batches (a value at a rounding edge can flip to the next integer):
-    0.0009 at most on the example, against 0.085 for dynamic per-channel."""
+    0.0014 at most on the example, against 0.085 for dynamic per-channel."""
     pool, source = fp32
     token = write_per_token(source, tmp_path / "token.onnx", unsigned_weights=False)
     dynamic = quantize_to(tmp_path / "dynamic.onnx", source, has_vnni=True, variant=Int8Variant("per-channel"))

@@ -123,7 +123,8 @@ def test_a_variant_the_graph_cannot_be_made_into_is_named_and_the_next_is_judged
 
     monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(per_token, "_at_opset", refuse)
-    pool, workload, reference = default
+    shared, workload, reference = default
+    pool = EnginePool(shared.bundle, has_vnni=True)  # its own sessions: the module's may hold a per-token graph
     verdict = judge_int8(pool, workload, reference, INT8_TOLERANCE, has_vnni=True)
     assert [v.scales for v, _ in verdict.unbuilt] == ["per-token"]
     assert verdict.lines()[0].startswith("int8 per-token, 36/36 MatMuls: cannot be built: ")

@@ -20,6 +20,16 @@ _DIGITS = re.compile(r"(?:0|[1-9][0-9]{0,9})\Z")
 _PLAIN = re.compile(r"[A-Za-z0-9_./:@+,=%~ -]+\Z")
 
 
+def positive_int(value: str | None) -> int | None:
+    """A key's value as Hindsight's readers take it leniently: a positive integer, else None (unset, empty,
+    not a number, or below 1), so the caller's default applies."""
+    try:
+        n = int(value) if value is not None else None
+    except ValueError:
+        return None
+    return n if n is not None and n > 0 else None
+
+
 @dataclass(frozen=True)
 class KeySpec:
     """One key's type: `int` (within low..high), `bool`, `choice` (one of `choices`), `path` or `url`."""

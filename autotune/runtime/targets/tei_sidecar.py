@@ -8,7 +8,7 @@ from typing import ClassVar
 from autotune.runtime.engine import MAX_THREADS, EngineConfig, EngineTraits
 from autotune.runtime.space import SearchSpace
 from autotune.runtime.targets.base import PREFIX, EnvContext, SpaceLimits, Target, no_max_tokens
-from autotune.runtime.targets.key_spec import URL, KeySpec, choice, integer
+from autotune.runtime.targets.key_spec import URL, KeySpec, choice, integer, positive_int
 from autotune.runtime.targets.sidecar_keys import MIN_CLIENT_BATCH, SIDECAR_SPEC, TEI_MAX_BATCH_TOKENS, SidecarKeys
 
 TEI_CONFIG_KEYS = ("AUTOTUNE_BATCH_SIZE", "AUTOTUNE_INTRA_OP_THREADS", "AUTOTUNE_LENGTH_SORT",
@@ -21,11 +21,7 @@ HINDSIGHT_CLIENT_CONCURRENCY = 8  # Hindsight's default TEI_MAX_CONCURRENT
 
 def client_concurrency(user_env: Mapping[str, str]) -> int:
     """How many requests Hindsight's TEI client keeps in flight: the user's TEI_MAX_CONCURRENT, else its default."""
-    try:
-        n = int(user_env.get(CLIENT_CONCURRENCY_KEY) or 0)
-    except ValueError:
-        n = 0
-    return n if n > 0 else HINDSIGHT_CLIENT_CONCURRENCY
+    return positive_int(user_env.get(CLIENT_CONCURRENCY_KEY)) or HINDSIGHT_CLIENT_CONCURRENCY
 
 
 class TeiTarget(Target):
