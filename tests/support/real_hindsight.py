@@ -273,8 +273,11 @@ def cutover_flow(h: RealHindsight, work: Path, *, queries: list[str], budget: st
                         budget, "--before", str(before), "--profile", str(work / "profiles" / "tuned.yaml"),
                         "--rounds", str(rounds))
     after = record("after.jsonl")
-    bad = {**tuned, "HINDSIGHT_API_RERANKER_ONNX_BATCH_SIZE": str(bad_batch),
-           "HINDSIGHT_API_RERANKER_ONNX_THREADS": "0", "HINDSIGHT_API_RERANKER_ONNX_CPU_MEM_ARENA": "false"}
+    # bad whatever the run chose: the fp32 model (an int8 pick at batch 256 once came out 1.18x faster than the
+    # tuned one), one thread, a batch as large as the pools
+    bad = {**tuned, **onnx_defaults(build_default_model().directory),
+           "HINDSIGHT_API_RERANKER_ONNX_BATCH_SIZE": str(bad_batch), "HINDSIGHT_API_RERANKER_ONNX_THREADS": "1",
+           "HINDSIGHT_API_RERANKER_ONNX_CPU_MEM_ARENA": "false"}
     h.start(bad)
     out["verify_bad"] = cli("verify", "--url", url, "--bank", "autotune-test", "--queries", str(qfile), "--budget",
                             budget, "--before", str(after), "--rounds", str(rounds))
