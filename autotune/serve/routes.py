@@ -142,11 +142,14 @@ def create_app(service: RerankService, *, load_in_background: bool = True) -> St
             if not np.isfinite(scores).all():
                 raise ApiError("Backend", "the model produced a non-finite score for this input")
         except ApiError as err:
-            m.failure.labels(err=err.error_type.lower()).inc()
+            m.failure.labels(err=err.error_type.lower()).inc()  # this request's own fault: health unchanged
             return err.response()
-        except Exception as exc:  # the engine failed on this input: report, stay healthy
+        except Exception as exc:  # the engine failed on this input: report it, and count it for /health
             m.failure.labels(err="backend").inc()
-            return ApiError("Backend", str(exc).splitlines()[0] if str(exc) else type(exc).__name__).response()
+            message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            service.scored(message)
+            return ApiError("Backend", message).response()
+        service.scored()
         order = sorted(range(len(texts)), key=lambda i: (-scores[i], i))
         with_text = bool(req.get("return_text", False))
         ranks = [{"index": i, "score": float(scores[i]), **({"text": texts[i]} if with_text else {})} for i in order]
@@ -163,9 +166,8 @@ def create_app(service: RerankService, *, load_in_background: bool = True) -> St
         return JSONResponse(service.info())
 
     async def health(request: Request) -> Response:
-        if service.ready.is_set():
-            return Response(status_code=200)
-        return ApiError("Unhealthy", service.load_error or "model is loading").response()
+        problem = service.healthy()
+        return Response(status_code=200) if problem is None else ApiError("Unhealthy", problem).response()
 
     @_keyed(service.settings.api_key)
     async def metrics(request: Request) -> Response:

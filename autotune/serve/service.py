@@ -20,12 +20,14 @@ from autotune.runtime.engine import Cancelled, EngineTraits, RerankEngine
 from autotune.runtime.model import ModelBundle, resolve_model
 from autotune.runtime.sessions import EnginePool, warm_up
 from autotune.runtime.tokenize import CLIP_CHARS_PER_TOKEN, PairTokenizer
-from autotune.serve.cost import CostModel, Work
+from autotune.serve.cost import CostModel, Work, fit_two
 from autotune.serve.errors import ApiError
 from autotune.serve.metrics import Metrics
 from autotune.serve.settings import ServeSettings
 
 MAX_RETRY_AFTER_S = 60  # Retry-After: an estimate of minutes ahead is no estimate; the client asks again
+UNHEALTHY_AFTER = 3  # scoring failures in a row, on requests that passed validation, that turn /health 503
+CALIBRATION_ROUNDS = 2  # each start-up shape is timed this often, the fastest kept
 
 
 @dataclass
@@ -82,6 +84,8 @@ class RerankService:
         self._tokenizers: dict[tuple[str, bool], PairTokenizer] = {}
         self.metrics = Metrics()
         self.stopping = False  # set on shutdown: requests not yet started answer 503 instead of running
+        self.failures_in_a_row = 0  # scoring failures since the last success: /health tells the truth
+        self.last_failure: str | None = None
 
     @property
     def engine(self) -> RerankEngine | None:
@@ -101,6 +105,7 @@ class RerankService:
                                    max_sessions=1)
             self.engines = self.pool.serving(self.settings.config)
             warm_up(self.engines, min(self.settings.config.batch_size, self.settings.max_client_batch_size))
+            self.calibrate(self.engines[0])
             for i, engine in enumerate(self.engines):
                 threading.Thread(target=self._work, args=(engine,), name=f"autotune-infer-{i}", daemon=True).start()
             self.ready.set()
@@ -109,6 +114,43 @@ class RerankService:
             import sys
 
             print(f"autotune serve: error: the model did not load: {self.load_error}", file=sys.stderr, flush=True)
+
+    def calibrate(self, engine: RerankEngine) -> None:
+        """The cost model's prior, measured on this host and configuration before the first request: a batch of
+        one-word texts and a batch at the model's length. With one request shape served the fit cannot tell a
+        batch's cost from a token's (a cold server once refused three small requests after one large one)."""
+        rows = max(1, min(self.settings.config.batch_size, self.settings.max_client_batch_size))
+        length = self.pool.max_length if self.pool else 512
+        shapes = []
+        for texts in (["memory"] * rows, [" ".join(["memory"] * length)] * rows):
+            best: tuple[Work, float] | None = None
+            for _ in range(CALIBRATION_ROUNDS):
+                started = time.perf_counter()
+                result = engine.score("what do I remember", texts)
+                took = time.perf_counter() - started
+                if best is None or took < best[1]:
+                    best = (Work(math.ceil(len(texts) / max(1, self.settings.config.batch_size)),
+                                 result.real_tokens), took)
+            assert best is not None
+            shapes.append(best)
+        self.cost.set_prior(fit_two(shapes[0], shapes[1]))
+
+    def healthy(self) -> str | None:
+        """None when the server can answer; else why not, in a few words."""
+        if not self.ready.is_set():
+            return self.load_error or "model is loading"
+        if self.failures_in_a_row >= UNHEALTHY_AFTER:
+            return f"scoring failed {self.failures_in_a_row} times in a row: {self.last_failure}"
+        return None
+
+    def scored(self, error: str | None = None) -> None:
+        """A request that passed validation was scored (`error`: or failed to be)."""
+        with self._lock:
+            if error is None:
+                self.failures_in_a_row, self.last_failure = 0, None
+            else:
+                self.failures_in_a_row += 1
+                self.last_failure = error
 
     def close(self) -> None:
         for _ in self.engines:
@@ -167,6 +209,12 @@ class RerankService:
 
     def work(self, query: str, texts: list[str]) -> Work:
         cap = (self.pool.max_length if self.pool else 512)
+        try:
+            return self._work_estimate(query, texts, cap)
+        except (ArithmeticError, ValueError):  # an estimate never fails a request: the plain upper bound
+            return Work(math.ceil(len(texts) / max(1, self.settings.config.batch_size)), cap * len(texts))
+
+    def _work_estimate(self, query: str, texts: list[str], cap: int) -> Work:
         return self.cost.work(query[:cap * CLIP_CHARS_PER_TOKEN], [t[:cap * CLIP_CHARS_PER_TOKEN] for t in texts],
                               batch_size=self.settings.config.batch_size, max_length=cap)
 
@@ -228,9 +276,8 @@ class RerankService:
                 else:
                     started = time.perf_counter()
                     answer = self._score(engine, job)
-                    self.cost.observe(job.work, time.perf_counter() - started, real_tokens=job.real_tokens,
-                                      sample=job.sample)
                     job.resolve(answer)
+                    self._learn(job, time.perf_counter() - started)
             except Cancelled as stop:
                 self.metrics.dropped.inc()
                 self.metrics.abandoned_inference.inc(stop.inference_s)
@@ -241,6 +288,15 @@ class RerankService:
                 with self._lock:
                     self._in_system.pop(id(job), None)
                     self.metrics.queue_size.set(len(self._in_system))
+
+    def _learn(self, job: Job, seconds: float) -> None:
+        """What the cost model learns from a request served; a failure here is logged, never the request's."""
+        try:
+            self.cost.observe(job.work, seconds, real_tokens=job.real_tokens, sample=job.sample)
+        except Exception as exc:  # the answer is already out; the estimate keeps its last fit
+            import sys
+
+            print(f"autotune serve: warning: the cost model skipped a request: {exc}", file=sys.stderr, flush=True)
 
     def _score(self, engine: RerankEngine, job: Job) -> tuple[np.ndarray, dict[str, float]]:
         started = time.perf_counter()

@@ -54,3 +54,42 @@ def test_a_mixed_load_the_server_can_finish_in_time_gets_no_429(tiny_model_dir):
         assert asyncio.run(burst()) == [200, 200]
         for _ in range(4):  # and small ones beside large ones
             assert httpx.post(live.url + "/rerank", json={"query": "q", "texts": ["a b"]}).status_code == 200
+
+
+# ---- issue 50, items 1 and 2: nothing a client sends breaks the estimate; a cold start has a prior ----------
+
+
+def test_an_empty_pair_teaches_no_characters_per_token():
+    """`{"query":"","texts":[""]}` has three special tokens and no characters: it once set the ratio to 0."""
+    model = CostModel()
+    model.observe(Work(1, 3), 0.001, real_tokens=3, sample=(0, 3))
+    assert model.chars_per_token() == pytest.approx(4.0)
+    assert model.work("what do I remember", ["a memory"], batch_size=4, max_length=512).tokens > 0
+
+
+def test_odd_observations_never_poison_the_fit():
+    model = CostModel(prior=(0.002, 0.0001))
+    for seconds in (float("nan"), float("inf"), -1.0):
+        model.observe(Work(2, 100), seconds, real_tokens=100, sample=(400, 100))
+    assert model.observed == 0 and model.coefficients() == (0.002, 0.0001)
+    for _ in range(5):  # identical observations: one shape, so the prior's split at the measured level
+        model.observe(Work(2, 100), 0.028, real_tokens=100, sample=(400, 100))
+    per_batch, per_token = model.coefficients()  # type: ignore[misc]
+    assert per_batch / per_token == pytest.approx(20.0) and model.seconds(Work(2, 100)) == pytest.approx(0.028)
+
+
+def test_one_large_request_does_not_make_small_ones_look_slow():
+    """The cold start of issue 50: one request of 32 x 512 tokens (16.9 s), then 64 one-word texts. Fitted on the
+    one shape alone, the small request was estimated at a minute; with the start-up prior it costs its tokens."""
+    model = CostModel(prior=(0.01, 0.001))
+    model.observe(Work(16, 16384), 16.9, real_tokens=16384)
+    small = model.seconds(Work(32, 384))
+    assert small is not None and small < 1.0
+
+
+def test_the_prior_solves_the_two_start_up_shapes_exactly():
+    from autotune.serve.cost import fit_two
+
+    fit = fit_two((Work(1, 40), 0.002 + 40 * 1e-4), (Work(1, 2000), 0.002 + 2000 * 1e-4))
+    assert fit == pytest.approx((0.002, 1e-4))
+    assert fit_two((Work(1, 40), 0.01), (Work(2, 80), 0.02)) is None  # one shape twice: nothing to solve
