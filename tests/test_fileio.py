@@ -81,3 +81,49 @@ def test_a_hard_linked_file_is_refused_and_both_names_keep_their_bytes(tmp_path)
         write_atomic(path, "A=2\n")
     assert path.read_text() == other.read_text() == "A=1\n" and os.path.samefile(path, other)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".env", "deploy.env"]  # no staged file left
+
+
+# ---- issue 50, items 5 and 6: cache files never follow a link; what autotune reads is a bounded regular file ----
+
+
+def test_a_cache_write_replaces_a_planted_link_and_never_writes_where_it_points(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    cache = tmp_path / "cache" / "entry.json"
+    cache.parent.mkdir()
+    cache.symlink_to(victim)
+    write_atomic(cache, "{}", output=False)
+    assert victim.read_text() == "precious"
+    assert not cache.is_symlink() and cache.read_text() == "{}" and cache.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_bound_cache_entry_is_read_only_for_what_made_it(tmp_path):
+    from autotune.fileio import read_bound, write_bound
+
+    path = tmp_path / "e.bin"
+    write_bound(path, {"model": "a", "n": 1}, b"payload\nwith lines")
+    assert read_bound(path, {"model": "a", "n": 1}) == (b"payload\nwith lines", None)
+    payload, why = read_bound(path, {"model": "b", "n": 1})
+    assert payload is None and "another model" in str(why)
+    assert read_bound(tmp_path / "missing", {}) == (None, None)
+    link = tmp_path / "link.bin"
+    link.symlink_to(path)
+    payload, why = read_bound(link, {"model": "a", "n": 1})
+    assert payload is None and "symbolic link" in str(why)
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo", "directory", "procfs", "too large"])
+def test_only_a_regular_file_within_the_limit_is_read(tmp_path, kind):
+    from autotune.errors import OptionsError
+    from autotune.fileio import read_regular
+
+    path = {"device": "/dev/zero", "procfs": "/proc/self/mem", "directory": str(tmp_path)}.get(kind)
+    if kind == "fifo":
+        path = str(tmp_path / "p.yaml")
+        os.mkfifo(path)
+    elif kind == "too large":
+        path = str(tmp_path / "big.yaml")
+        with open(path, "wb") as fh:
+            fh.write(b"x" * 2048)
+    with pytest.raises(OptionsError, match=r"refused|cannot be read"):
+        read_regular(path, 1024, what="profile", error=OptionsError)  # type: ignore[arg-type]

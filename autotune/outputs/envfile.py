@@ -6,13 +6,14 @@ user already set outside the block is left to the user (and reported, without it
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from autotune.errors import OptionsError, OutputError
-from autotune.fileio import write_atomic
+from autotune.fileio import read_regular, write_atomic
 from autotune.redact import has_userinfo
 
 BEGIN = "# >>> autotune managed block: `autotune run` rewrites it; edit outside it >>>"
@@ -120,18 +121,13 @@ def merge_env(existing: str, keys: Mapping[str, str]) -> MergeResult:
 
 
 def read_text_exact(path: Path) -> str:
-    """Decode so that re-encoding gives back the very same bytes, whatever they were."""
+    """Decode so that re-encoding gives back the very same bytes, whatever they were. A missing file is empty;
+    a device, a FIFO, a directory or a file past 1 MiB is refused unread (`fileio.read_regular`)."""
     path = Path(path)
-    if not path.exists():
+    if not os.path.lexists(path):
         return ""
-    if not path.is_file():
-        raise OutputError(f"{path} is not a regular file: --env-file takes the .env that Hindsight reads")
-    if path.stat().st_size > MAX_ENV_BYTES:
-        raise OutputError(f"{path} is larger than {MAX_ENV_BYTES // 1024} KiB: that is no .env")
-    try:
-        return path.read_bytes().decode("utf-8", "surrogateescape")
-    except OSError as exc:
-        raise OutputError(f"cannot read {path}: {exc.strerror}") from exc
+    data = read_regular(path, MAX_ENV_BYTES, what=".env file", error=OutputError)
+    return data.decode("utf-8", "surrogateescape")
 
 
 def write_env(path: Path, keys: Mapping[str, str]) -> MergeResult:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from autotune.errors import OptionsError
+from autotune.errors import OptionsError, OutputError
 from autotune.fileio import sha256_file
 from autotune.outputs.ownership import MODEL_MARKER
 
@@ -40,10 +40,14 @@ def files_drift(expected: Mapping[str, str], *, directory: Path, model_file: Pat
     lines = []
     for name, sha in expected.items():
         path = model_file if name == MODEL_FILE and model_file is not None else Path(directory) / name
-        if not path.is_file():
+        if not os.path.lexists(path):
             lines.append(f"{path} is missing")
             continue
-        actual = sha256_file(path)
+        try:
+            actual = sha256_file(path, what="model file")
+        except OutputError as exc:
+            lines.append(exc.message)
+            continue
         if actual != sha:
             lines.append(f"{path} has sha256 {actual[:12]}, the run wrote {sha[:12]}")
     return lines

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from autotune.errors import OptionsError
-from autotune.fileio import write_atomic
+from autotune.fileio import read_regular, write_atomic
 from autotune.runtime.engine import EngineConfig
 
 SCHEMA = 1
@@ -75,20 +75,12 @@ MAX_PROFILE_BYTES = 8 * 1024 * 1024  # a run's profile is tens of KB; a 200 MB o
 
 
 def load_profile(path: Path) -> dict[str, Any]:
+    """A profile, read as a regular file within its size limit (a `/dev/zero` or a FIFO named `*.yaml` is refused
+    unread) and parsed with no YAML aliases."""
+    raw = read_regular(Path(path), MAX_PROFILE_BYTES, what="profile", error=OptionsError)
     try:
-        size = Path(path).stat().st_size
-    except FileNotFoundError as exc:
-        raise OptionsError(f"profile {path} does not exist") from exc
-    except OSError as exc:
-        raise OptionsError(f"profile {path} cannot be read: {exc.strerror or exc}") from exc
-    if size > MAX_PROFILE_BYTES:
-        raise OptionsError(f"profile {path} is {size // 2**20} MB, past the {MAX_PROFILE_BYTES // 2**20} MB no "
-                           "profile autotune writes comes near: refused unread")
-    try:
-        data = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_NoAliasLoader)
-    except FileNotFoundError as exc:
-        raise OptionsError(f"profile {path} does not exist") from exc
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        data = yaml.load(raw.decode("utf-8"), Loader=_NoAliasLoader)
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
         raise OptionsError(f"profile {path} is not readable YAML: {str(exc).splitlines()[0]}") from exc
     if not isinstance(data, dict) or data.get("schema") != SCHEMA or "config" not in data:
         raise OptionsError(f"profile {path} is not an autotune profile (schema {SCHEMA})")

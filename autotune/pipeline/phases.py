@@ -134,7 +134,8 @@ def load(run: Prepared) -> Loaded:
     first = run.workload.queries[0]  # a broken model fails here, before any progress is printed
     pool.engine(run.space.baseline()).score(first.query, first.documents[:2])
     run.stage(f"computing the fp32 reference (batch size 1, no sort, {_max_tokens(bundle, traits)} tokens)")
-    reference = fresh_reference(bundle, host.has_vnni, host.onnxruntime, run.workload, traits.max_tokens)
+    reference = fresh_reference(bundle, host.has_vnni, host.onnxruntime, run.workload, traits.max_tokens,
+                                note=run.stage)
     recording = self_check(run.workload.queries, logits_from_scores(reference))
     if recording is not None and not recording.passed and not opts.accept_mismatch:
         raise WorkloadError(f"the recording does not reproduce Hindsight's own scores: {recording.summary()} "

@@ -170,7 +170,7 @@ def fp32_reference(t: Tuning, scope: Scope, shaped: Shaped) -> list[np.ndarray]:
         return [t.reference[i][kept] for i, kept in enumerate(shaped.kept)]
     host = t.prepared.host
     return fresh_reference(t.loaded.bundle, host.has_vnni, host.onnxruntime, shaped.workload,
-                           t.loaded.traits.max_tokens)
+                           t.loaded.traits.max_tokens, note=t.prepared.stage)
 
 
 def _race(t: Tuning, picked: Picked, contenders: list[tuple[EngineConfig, Shaped]]) -> list[Finalist]:

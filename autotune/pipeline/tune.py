@@ -6,7 +6,8 @@ import time
 from collections.abc import Callable
 
 from autotune.host import HostProbe
-from autotune.pipeline.handoffs import Tuning
+from autotune.paths import read_caches
+from autotune.pipeline.handoffs import Prepared, Tuning
 from autotune.pipeline.options import RunOptions, RunOutcome
 from autotune.pipeline.phases import (
     ProgressFn,
@@ -30,6 +31,14 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
          on_stage: Callable[[str], None] | None = None) -> RunOutcome:
     """prepare -> load -> precheck -> search -> refine -> race -> scope -> judge -> commit."""
     prepared = prepare(opts, probe=probe, stage=on_stage or (lambda _msg: None))  # refusals before any model loads
+    read_caches(not opts.fresh)  # --fresh: what a run can rebuild is rebuilt, never read
+    try:
+        return _tune(opts, prepared, progress)
+    finally:
+        read_caches(True)
+
+
+def _tune(opts: RunOptions, prepared: Prepared, progress: ProgressFn | None) -> RunOutcome:
     with host_lock():  # before the model loads: a second run on this host refuses at once
         store = open_storage(opts.storage, fresh=opts.fresh)
         loaded = load(prepared)

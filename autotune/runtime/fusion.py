@@ -17,7 +17,8 @@ from pathlib import Path
 import onnx
 
 from autotune.errors import ModelError, first_line
-from autotune.paths import cache_dir
+from autotune.fileio import read_bound, write_bound
+from autotune.paths import cache_dir, caches_readable
 from autotune.runtime.model import (
     DEFAULT_MODEL_NAME,
     STAND_IN_MODEL_NAME,
@@ -56,8 +57,11 @@ def fused_model_path(bundle: ModelBundle) -> Path:
     target = (cache_dir() / "fused" / f"{bundle.sha256[:16]}-{kind}-ort{onnxruntime.__version__}"
               / "model.onnx")
     reason_file = target.with_name("unavailable.txt")
-    if reason_file.exists():
-        raise FusionUnavailable(reason_file.read_text(encoding="utf-8"))
+    binding = {"kind": "fusion-unavailable", "model_sha256": bundle.sha256, "onnxruntime": onnxruntime.__version__}
+    if caches_readable():
+        remembered, _ = read_bound(reason_file, binding)
+        if remembered is not None:
+            raise FusionUnavailable(remembered.decode("utf-8", "replace")[:500])
 
     def fuse(tmp: Path) -> None:
         try:
@@ -66,7 +70,7 @@ def fused_model_path(bundle: ModelBundle) -> Path:
                 raise FusionUnavailable("no attention fused: onnxruntime's optimizer did not recognise the "
                                         "model's attention, and its other fusions already happen at load")
         except FusionUnavailable as exc:
-            reason_file.write_text(str(exc), encoding="utf-8")  # remembered: the next run does not retry
+            write_bound(reason_file, binding, str(exc).encode())  # remembered: the next run does not retry
             raise
 
     return cached_build(target, fuse)

@@ -22,8 +22,8 @@ from typing import Any
 import onnx
 
 from autotune.errors import MissingDependencyError, ModelError
-from autotune.fileio import sha256_bytes, sha256_file
-from autotune.paths import cache_dir
+from autotune.fileio import read_regular, sha256_bytes, sha256_file
+from autotune.paths import cache_dir, caches_readable
 
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2 (embedded default, bi-encoder in a cross-encoder graph)"
 # What Hindsight's PyTorch provider can load from the same weights: a stock BERT cross-encoder, whose
@@ -59,11 +59,14 @@ class ModelBundle:
         return {"scoring": self.scoring} if self.scoring else {"trained_head": self.trained_head}
 
 
+MAX_JSON_BYTES = 64 * 1024 * 1024  # a model's config or tokenizer config is KBs; a vocabulary file a few MB
+
+
 def _read_json(path: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(path, MAX_JSON_BYTES, what="model file", error=ModelError).decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise ModelError(f"{path} is not valid JSON: {exc}") from exc
     return data if isinstance(data, dict) else {}
@@ -97,7 +100,7 @@ def load_model_dir(directory: Path, *, name: str | None = None, trained_head: bo
         directory=directory,
         onnx_path=onnx_path,
         tokenizer_path=tokenizer_path,
-        sha256=sha256_file(onnx_path),
+        sha256=sha256_file(onnx_path, what="model", error=ModelError),
         config=config,
         max_length=_max_length(directory, config),
         trained_head=trained_head,
@@ -190,11 +193,27 @@ def quiet_root_logger() -> Iterator[None]:
         logging.disable(logging.NOTSET)
 
 
+_BUILT_HERE: set[Path] = set()  # cache entries this process built: `--fresh` rebuilds each once, not each use
+
+
 def cached_build(target: Path, make: Callable[[Path], None]) -> Path:
-    """`target` if it exists; else `make` writes a temporary file beside it, renamed into place only
-    when whole, so a crash or a concurrent run never leaves half a model where a cached one belongs."""
-    if target.exists():
+    """`target` if it exists (and caches may be read: `--fresh` rebuilds it once); else `make` writes a
+    temporary file beside it, renamed into place only when whole, so a crash or a concurrent run never leaves
+    half a model where a cached one belongs. A link planted at `target` is replaced, never followed."""
+    if (target.exists() and not target.is_symlink()
+            and (caches_readable() or target in _BUILT_HERE)):
         return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=".build-", suffix=target.suffix, dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        make(tmp)
+        tmp.replace(target)
+        _BUILT_HERE.add(target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=".build-", suffix=target.suffix, dir=target.parent)
     os.close(fd)

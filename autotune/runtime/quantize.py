@@ -87,17 +87,57 @@ def weight_matmuls(path: Path) -> list[str]:
     return [n.name for n in model.graph.node if n.op_type == "MatMul" and any(i in weights for i in n.input)]
 
 
-def quantize_to(out: Path, source: Path, *, has_vnni: bool, variant: Int8Variant) -> Path:
-    """Write `source` quantized as `variant` to `out`."""
+def _weight_digests(path: Path) -> dict[str, str]:
+    """Each weight MatMul's node name -> a digest of its weight's values: what two graphs of one model share
+    when their names do not (the fused graph's MatMuls are named and numbered apart from the plain one's)."""
+    from onnx import numpy_helper
+
+    model = onnx.load(str(path))
+    weights = {init.name: init for init in model.graph.initializer}
+    out = {}
+    for node in model.graph.node:
+        if node.op_type == "MatMul" and len(node.input) == 2 and node.input[1] in weights:
+            array = numpy_helper.to_array(weights[node.input[1]])
+            out[node.name] = hashlib.sha256(str(array.shape).encode() + array.tobytes()).hexdigest()
+    return out
+
+
+def fp32_nodes_in(source: Path, kept: Sequence[str], names_from: Path | None = None) -> tuple[str, ...]:
+    """The nodes of `source` that `kept` (weight MatMul names of `names_from`, the graph the variant was judged
+    on) leaves in fp32, matched by their weights' values. A kept set none of which is in `source` is refused:
+    quantizing every MatMul there would run a variant the verdict never passed (issue 50)."""
+    if not kept:
+        return ()
+    here = _weight_digests(source)
+    if names_from is None or Path(names_from) == Path(source) or all(n in here for n in kept):
+        resolved = tuple(n for n in kept if n in here)
+    else:
+        judged = _weight_digests(names_from)
+        wanted = [judged[n] for n in kept if n in judged]
+        by_digest: dict[str, list[str]] = {}
+        for name, digest in here.items():
+            by_digest.setdefault(digest, []).append(name)
+        resolved = tuple(dict.fromkeys(n for d in wanted for n in by_digest.get(d, ())))
+    if not resolved:
+        raise ModelError(f"the int8 variant keeps {len(kept)} MatMul(s) in fp32, none of which is a weight MatMul "
+                         f"of {source}: refused rather than quantizing them all")
+    return resolved
+
+
+def quantize_to(out: Path, source: Path, *, has_vnni: bool, variant: Int8Variant,
+                names_from: Path | None = None) -> Path:
+    """Write `source` quantized as `variant` to `out`; `names_from` is the graph whose MatMul names the
+    variant's fp32 set holds, where that is not `source` (the plain graph, for the fused one)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     from autotune.runtime.model import quiet_root_logger
 
     fmt = int8_format(has_vnni)
+    fp32_nodes = fp32_nodes_in(source, variant.fp32_nodes, names_from)
     if variant.scales == "per-token":
         from autotune.runtime.per_token import write_per_token
 
-        return write_per_token(source, out, unsigned_weights=fmt == "u8u8", keep_fp32=variant.fp32_nodes)
+        return write_per_token(source, out, unsigned_weights=fmt == "u8u8", keep_fp32=fp32_nodes)
     try:
         with warnings.catch_warnings(), quiet_root_logger():
             warnings.simplefilter("ignore")
@@ -107,7 +147,7 @@ def quantize_to(out: Path, source: Path, *, has_vnni: bool, variant: Int8Variant
                 op_types_to_quantize=["MatMul"],  # embeddings and LayerNorm stay fp32
                 weight_type=QuantType.QInt8 if fmt == "u8s8" else QuantType.QUInt8,
                 per_channel=variant.scales == "per-channel",
-                nodes_to_exclude=list(variant.fp32_nodes),
+                nodes_to_exclude=list(fp32_nodes),
                 # a fused Attention's output has no inferred type: it is fp32, as every activation here
                 extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
             )
@@ -132,7 +172,7 @@ def int8_model_path(bundle: Any, has_vnni: bool, source: Path | None = None, gra
     target = (cache_dir() / "int8" / f"{bundle.sha256[:16]}{tag}-ort{onnxruntime.__version__}-{int8_format(has_vnni)}"
               / "model.onnx")
     return cached_build(target, lambda tmp: quantize_to(tmp, source or bundle.onnx_path, has_vnni=has_vnni,
-                                                        variant=variant))
+                                                        variant=variant, names_from=bundle.onnx_path))
 
 
 def least_sensitive_first(sensitivity: dict[str, float]) -> list[str]:

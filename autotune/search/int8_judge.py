@@ -13,6 +13,7 @@ depend on the model, the workload and the format, not on the host's load, so the
 from __future__ import annotations
 
 import json
+import math
 import tempfile
 import time
 from collections.abc import Callable
@@ -23,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from autotune.errors import ModelError
-from autotune.fileio import sha256_bytes, write_atomic
-from autotune.paths import cache_dir
+from autotune.fileio import read_bound, sha256_bytes, write_bound
+from autotune.paths import cache_dir, caches_readable
 from autotune.runtime.engine import REFERENCE, EngineConfig, ScoringPool
 from autotune.runtime.quantize import (
     SCALES,
@@ -138,23 +139,39 @@ def sensitivities(pool: ScoringPool, source: Path, workload: Workload, reference
 
     names = weight_matmuls(source)
     sample = Workload(workload.queries[:SENSITIVITY_QUERIES], workload.sha256)
-    key = sha256_bytes(json.dumps([pool.bundle.sha256, workload.sha256, scales, int8_format(has_vnni),  # type: ignore[attr-defined]
-                                   onnxruntime.__version__, SENSITIVITY_QUERIES, names]).encode())[:24]
+    binding = {"kind": "int8-sensitivity", "model_sha256": pool.bundle.sha256, "workload_sha256": workload.sha256,
+               "scales": scales, "format": int8_format(has_vnni), "onnxruntime": onnxruntime.__version__,
+               "queries": SENSITIVITY_QUERIES, "matmuls": names}
+    key = sha256_bytes(json.dumps(binding, sort_keys=True).encode())[:24]
     path = cache_dir() / "int8-sensitivity" / f"{key}.json"
-    try:
-        cached = json.loads(path.read_text())
-        if isinstance(cached, dict) and set(cached) == set(names):
-            return {str(k): float(v) for k, v in cached.items()}, "cached"
-    except (OSError, ValueError):
-        pass
+    if caches_readable():
+        payload, _ = read_bound(path, binding)
+        cached = _sensitivity_table(payload, names)
+        if cached is not None:
+            return cached, "cached"
     ref = logits(reference[:SENSITIVITY_QUERIES])
     measured = {}
     for name in names:
         only = Int8Variant(scales, tuple(n for n in names if n != name), len(names))
         scores = _scratch_scores(pool, source, only, sample, has_vnni)
         measured[name] = float(np.mean(np.abs(logits(scores) - ref)))
-    write_atomic(path, json.dumps(measured, indent=1), output=False)
+    write_bound(path, binding, json.dumps(measured, indent=1).encode())
     return measured, "measured"
+
+
+def _sensitivity_table(payload: bytes | None, names: list[str]) -> dict[str, float] | None:
+    """A cached table, where it holds a finite, non-negative figure for exactly these MatMuls."""
+    try:
+        table = json.loads(payload) if payload is not None else None
+    except ValueError:
+        return None
+    if not isinstance(table, dict) or set(table) != set(names):
+        return None
+    values = {str(k): v for k, v in table.items()}
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+               for v in values.values()):
+        return None
+    return {k: float(v) for k, v in values.items()}
 
 
 def _scratch_scores(pool: ScoringPool, source: Path, variant: Int8Variant, workload: Workload,

@@ -1,19 +1,23 @@
 """The parity gate: a candidate's scores against the fp32 reference, query by query.
 
 The reference is the fp32 model at batch size 1 with no sort, computed once per
-(model, workload, onnxruntime) and cached.
+(model, workload, onnxruntime) and cached, bound to what made it and spot-checked on every read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import io
+import os
+import random
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from autotune.paths import cache_dir
+from autotune.fileio import read_bound, write_bound
+from autotune.paths import cache_dir, caches_readable
 from autotune.runtime.engine import REFERENCE, EngineTraits
 from autotune.runtime.model import ModelBundle
 from autotune.runtime.sessions import EnginePool
@@ -168,32 +172,60 @@ def logits(scores: Sequence[np.ndarray]) -> np.ndarray:
 
 
 def fresh_reference(bundle: ModelBundle, has_vnni: bool, onnxruntime_version: str, workload: Workload,
-                    max_tokens: int | None) -> list[np.ndarray]:
+                    max_tokens: int | None, note: Callable[[str], None] | None = None) -> list[np.ndarray]:
     """The fp32 reference on a pool of its own, truncated as the target truncates; its session is freed after."""
     pool = EnginePool(bundle, has_vnni=has_vnni, traits=EngineTraits(max_tokens=max_tokens), max_sessions=1)
-    return reference_scores(pool, workload, onnxruntime_version)
+    return reference_scores(pool, workload, onnxruntime_version, note=note)
 
 
-def reference_scores(pool: EnginePool, workload: Workload, onnxruntime_version: str) -> list[np.ndarray]:
-    """fp32, batch size 1, no sort; cached per (model, workload, onnxruntime, max length)."""
+REFERENCE_FORMAT = 2  # what a cached reference's bytes mean; a new meaning gets a new number
+SPOT_CHECKS = 2  # cached queries re-scored on every read, chosen at random: a planted file is caught, not trusted
+SPOT_TOLERANCE = 1e-4  # fp32 against itself: the same graph, batch 1, no sort
+
+
+def reference_scores(pool: EnginePool, workload: Workload, onnxruntime_version: str, *,
+                     note: Callable[[str], None] | None = None) -> list[np.ndarray]:
+    """fp32, batch size 1, no sort; cached per (model, workload, onnxruntime, max length).
+
+    A cached reference is bound to what made it (the model's and the workload's sha256, the format, the
+    length) and spot-checked: a few of its queries, drawn at random on each read, are scored again and must
+    agree. A mismatch rebuilds it and says so; `--fresh` never reads it (issue 50)."""
+    binding = {"format": REFERENCE_FORMAT, "model_sha256": pool.bundle.sha256, "workload_sha256": workload.sha256,
+               "onnxruntime": onnxruntime_version, "max_length": pool.max_length,
+               "documents": [len(q.documents) for q in workload.queries]}
     key = f"{pool.bundle.sha256[:16]}-{workload.sha256[:16]}-ort{onnxruntime_version}-L{pool.max_length}"
     path = cache_dir() / "references" / f"{key}.npz"
-    if path.exists():
-        try:
-            with np.load(path) as data:
-                return [data[f"q{i}"] for i in range(len(workload.queries))]
-        except (OSError, KeyError, ValueError):
-            pass
-    scores = replay(pool.engine(REFERENCE), workload.queries, keep_scores=True).scores
-    _save_npz(path, {f"q{i}": s for i, s in enumerate(scores)})
+    engine = pool.engine(REFERENCE)
+    if caches_readable():
+        cached, why = _cached_reference(path, binding, workload, engine)
+        if cached is not None:
+            return cached
+        if why is not None and note is not None:
+            note(f"the cached fp32 reference was not used ({why}): computing it again")
+    scores = replay(engine, workload.queries, keep_scores=True).scores
+    buf = io.BytesIO()
+    np.savez(buf, **{f"q{i}": s for i, s in enumerate(scores)})  # type: ignore[arg-type]  # numpy's stub
+    write_bound(path, binding, buf.getvalue())
     return scores
 
 
-def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    import io
-
-    from autotune.fileio import write_atomic
-
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)  # type: ignore[arg-type]
-    write_atomic(path, buf.getvalue(), output=False)
+def _cached_reference(path: Path, binding: dict[str, Any], workload: Workload, engine: Any
+                      ) -> tuple[list[np.ndarray] | None, str | None]:
+    payload, why = read_bound(path, binding)
+    if payload is None:
+        return None, why
+    try:
+        with np.load(io.BytesIO(payload), allow_pickle=False) as data:
+            scores = [np.asarray(data[f"q{i}"], dtype=np.float32) for i in range(len(workload.queries))]
+    except (OSError, KeyError, ValueError):
+        return None, "it is not a readable reference"
+    pairs = zip(scores, workload.queries, strict=True)
+    if any(len(s) != len(q.documents) or not np.isfinite(s).all() for s, q in pairs):
+        return None, "its scores do not match the workload's documents"
+    rng = random.Random(os.urandom(8))
+    for i in rng.sample(range(len(scores)), min(SPOT_CHECKS, len(scores))):
+        q = workload.queries[i]
+        again = engine.score(q.query, q.documents).scores
+        if float(np.max(np.abs(np.asarray(again) - scores[i]), initial=0.0)) > SPOT_TOLERANCE:
+            return None, f"query #{i + 1}'s cached scores differ from the model's own"
+    return scores, None

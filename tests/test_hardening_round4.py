@@ -1,0 +1,82 @@
+"""Hardening round four (issue 50): special files where autotune reads a profile, a `.env` or a model, and the
+`.env` values a profile may carry, each refused in one line with its documented exit status."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from autotune.errors import ExitStatus
+from tests.support.cli import FAST, one_line, run_in
+
+SPECIAL = ["device", "fifo", "directory", "procfs"]
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory, tiny_model_dir) -> Path:  # type: ignore[no-untyped-def]
+    """One run on the tiny model in `work`: profiles/t.yaml, models/t/ and .env."""
+    work = tmp_path_factory.mktemp("tuned")
+    status, _, err = run_in(work, ["run", "--workload", str(work / "queries.jsonl"), "--model", str(tiny_model_dir),
+                                   "--name", "t", *FAST, "--refine-rounds", "0"], chdir=True,
+                            AUTOTUNE_CACHE_DIR=str(work / "cache"))
+    assert status == ExitStatus.OK, err
+    return work
+
+
+def _special(kind: str, where: Path) -> Path:
+    if kind == "device":
+        return Path("/dev/zero")
+    if kind == "procfs":
+        return Path("/proc/self/mem")
+    if kind == "directory":
+        where.mkdir(parents=True, exist_ok=True)
+        return where
+    os.mkfifo(where)
+    return where
+
+
+def _copy(tuned: Path, tmp_path: Path) -> Path:
+    work = tmp_path / "w"
+    shutil.copytree(tuned, work, symlinks=True, ignore=shutil.ignore_patterns("state", "cache", "*.lock*"))
+    return work
+
+
+@pytest.mark.parametrize("kind", SPECIAL)
+def test_check_refuses_a_profile_that_is_not_a_regular_file(tuned, tmp_path, kind):
+    profile = _special(kind, tmp_path / "p.yaml")
+    status, _, err = run_in(tmp_path, ["check", "--profile", str(profile)])
+    assert status == ExitStatus.BAD_OPTIONS and one_line(err) and "profile" in err
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo"])
+def test_apply_refuses_a_special_file_among_the_profiles(tuned, tmp_path, kind):
+    work = _copy(tuned, tmp_path)
+    planted = work / "profiles" / "zz.yaml"
+    if kind == "device":
+        planted.symlink_to("/dev/zero")
+    else:
+        os.mkfifo(planted)
+    status, _, err = run_in(work, ["apply", "--profile-dir", "profiles"], chdir=True)
+    assert status == ExitStatus.BAD_OPTIONS and one_line(err) and "zz.yaml" in err
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo"])
+def test_an_env_file_that_is_not_a_regular_file_is_refused(tuned, tmp_path, kind):
+    work = _copy(tuned, tmp_path)
+    env = _special(kind, work / "special.env")
+    status, _, err = run_in(work, ["check", "--profile", "profiles/t.yaml", "--env-file", str(env)], chdir=True)
+    assert status == ExitStatus.IO_ERROR and one_line(err) and ".env file" in err
+
+
+@pytest.mark.parametrize("kind", SPECIAL)
+def test_a_model_path_that_is_not_a_regular_file_is_drift_not_a_crash(tuned, tmp_path, kind):
+    work = _copy(tuned, tmp_path)
+    target = _special(kind, work / "odd-model.onnx")
+    with open(work / ".env", "a") as fh:
+        fh.write(f"HINDSIGHT_API_RERANKER_ONNX_MODEL_PATH={target}\n")
+    status, out, err = run_in(work, ["check", "--profile", "profiles/t.yaml", "--env-file", ".env"], chdir=True)
+    assert status == ExitStatus.DRIFT, err
+    assert str(target) in out and ("not a regular file" in out or "cannot be read" in out) and not err.strip()
