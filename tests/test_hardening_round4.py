@@ -80,3 +80,47 @@ def test_a_model_path_that_is_not_a_regular_file_is_drift_not_a_crash(tuned, tmp
     status, out, err = run_in(work, ["check", "--profile", "profiles/t.yaml", "--env-file", ".env"], chdir=True)
     assert status == ExitStatus.DRIFT, err
     assert str(target) in out and ("not a regular file" in out or "cannot be read" in out) and not err.strip()
+
+
+# ---- item 4: values Hindsight's parser accepts and then cannot run -------------------------------------------
+
+P = "HINDSIGHT_API_RERANKER_"
+
+
+def _edit_env(work: Path, key: str, value: str) -> None:
+    import yaml
+
+    from autotune.outputs.profile import render_profile
+
+    path = work / "profiles" / "t.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["env"][key] = value
+    path.write_text(render_profile(data))
+
+
+@pytest.mark.parametrize(("key", "value", "says"), [
+    (f"{P}ONNX_MAX_TOKENS", "100000", "positions"),
+    (f"{P}ONNX_THREADS", "1024", "cores usable"),
+    (f"{P}ONNX_BATCH_SIZE", "4096", "configuration"),
+])
+def test_apply_refuses_env_values_the_host_or_model_cannot_run(tuned, tmp_path, key, value, says):
+    work = _copy(tuned, tmp_path)
+    before = (work / ".env").read_bytes()
+    status, _, err = run_in(work, ["apply", "--profile", "profiles/t.yaml", "--env-file", ".env", "--force"],
+                            chdir=True)
+    assert status == ExitStatus.OK, err  # the profile as the run wrote it applies
+    _edit_env(work, key, value)
+    before = (work / ".env").read_bytes()
+    status, _, err = run_in(work, ["apply", "--profile", "profiles/t.yaml", "--env-file", ".env", "--force"],
+                            chdir=True)
+    assert status == ExitStatus.BAD_OPTIONS and one_line(err) and key in err and says in err
+    assert (work / ".env").read_bytes() == before
+
+
+@pytest.mark.parametrize(("key", "value"), [(f"{P}ONNX_MAX_TOKENS", "100000"), (f"{P}ONNX_THREADS", "1024")])
+def test_check_reports_env_values_the_host_or_model_cannot_run(tuned, tmp_path, key, value):
+    work = _copy(tuned, tmp_path)
+    with open(work / ".env", "a") as fh:
+        fh.write(f"{key}={value}\n")  # set by the user, outside autotune's block: what Hindsight runs with
+    status, out, _ = run_in(work, ["check", "--profile", "profiles/t.yaml", "--env-file", ".env"], chdir=True)
+    assert status == ExitStatus.DRIFT and key in out

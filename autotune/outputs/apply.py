@@ -15,7 +15,7 @@ from autotune.fileio import StagedFiles, deferred_interrupts
 from autotune.hindsight.keys import SCOPE_SPEC
 from autotune.host import HostInfo
 from autotune.outputs.compose import check_container_path, render_for_profile
-from autotune.outputs.drift import check_profile
+from autotune.outputs.drift import check_profile, env_problems, model_positions
 from autotune.outputs.envfile import MergeResult, merge_env, read_text_exact
 from autotune.outputs.model_files import local_model_dir
 from autotune.outputs.ownership import check_compose_out, refuse_collisions
@@ -73,6 +73,9 @@ def apply_profile(path: Path, host: HostInfo, *, env_file: Path, compose_file: P
     target = get_target(profile_target(profile))
     # a profile is input: it may set exactly the keys its target writes, each of the type its reader takes
     check_keys(keys, {**target.env_spec, **SCOPE_SPEC}, source=f"profile {path}")
+    problems = env_problems(profile, keys, host, positions=model_positions(profile))
+    if problems:  # accepted by Hindsight's parser, and then failing (or oversubscribing) in it: refused
+        raise OptionsError(f"profile {path}: {problems[0]} (refused: nothing was written)")
     container = (profile.get("model") or {}).get("path_in_container")
     if container is not None:
         check_container_path(str(container), source=f"profile {path}: model.path_in_container")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +43,17 @@ def check_profile(profile: dict[str, Any], host: HostInfo, *, env_file: Path | N
     if ort and ort != host.onnxruntime:
         drifts.append(f"profile was measured with onnxruntime {ort}; this host has {host.onnxruntime}: {ADVICE}")
     model = _mapping(profile.get("model"))
-    sha = _current_model_sha(profile, model_dir)
+    bundle = _current_model(profile, model_dir)
+    sha = bundle.sha256
     if sha is not None and model.get("sha256") and sha != model["sha256"]:
         drifts.append(f"model sha256 is {sha[:12]}, the profile's is {str(model['sha256'])[:12]}: {ADVICE}")
     if env_file is not None:
         drifts += _env_drift(profile, config, env_file)
+        if env_file.exists():
+            from autotune.outputs.envfile import effective_values
+
+            drifts += [f"{env_file}: {line}: {ADVICE}" for line in
+                       env_problems(profile, effective_values(env_file), host, positions=bundle.max_length)]
     if emitted:
         drifts += emitted_drift(profile, env_file=env_file, model_out=model_out)
     return drifts
@@ -77,11 +84,27 @@ def emitted_drift(profile: dict[str, Any], *, env_file: Path | None = None, mode
             f"or {ADVICE}" for line in files_drift(expected, directory=directory, model_file=model_file)]
 
 
-def _current_model_sha(profile: dict[str, Any], model_dir: Path | None) -> str | None:
+def _current_model(profile: dict[str, Any], model_dir: Path | None) -> Any:
     from autotune.runtime.targets import get_target
 
     ref = model_dir if model_dir is not None else (profile.get("model") or {}).get("ref", "default")
-    return get_target(profile_target(profile)).load_model(ref).sha256
+    return get_target(profile_target(profile)).load_model(ref)
+
+
+def model_positions(profile: dict[str, Any], model_dir: Path | None = None) -> int:
+    """The longest input the profile's model takes, from the model itself (a profile's record may be edited)."""
+    return int(_current_model(profile, model_dir).max_length)
+
+
+def env_problems(profile: dict[str, Any], values: Mapping[str, str], host: HostInfo, *,
+                 positions: int | None) -> list[str]:
+    """The values Hindsight would run with (`values`, of the profile's target's keys) that this host or model
+    cannot run, or that contradict the profile's configuration; one line each, naming the key."""
+    from autotune.runtime.targets import get_target
+
+    target = get_target(profile_target(profile))
+    keys = {k: str(v) for k, v in values.items() if k in target.env_spec}
+    return target.env_problems(keys, profile_config(profile), positions=positions, cores=host.cores.usable)
 
 
 def expected_env(profile: dict[str, Any], config: Any) -> tuple[dict[str, str], tuple[str, ...]]:

@@ -183,3 +183,18 @@ class Target(ABC):
     def defaults(self) -> EngineConfig:
         """Hindsight's defaults for this target, whatever the workload (what `bench` races)."""
         return BASELINE
+
+    def env_problems(self, keys: Mapping[str, str], config: EngineConfig, *, positions: int | None,
+                     cores: int) -> list[str]:
+        """One line per key whose value this host or model cannot run, or that says other than the profile's own
+        configuration (`ONNX_BATCH_SIZE=4096` where the configuration says 2): Hindsight's parser accepts both."""
+        from autotune.runtime.targets.key_spec import POSITIONS, limit_problems
+
+        ctx = EnvContext(model_ref="default", model_dir="/models/reranker", tei_url="http://reranker:8080",
+                         tei_batch_size=1, max_tokens=1, usable_cores=cores)
+        expected = self.env_keys(config, ctx)
+        out = limit_problems(keys, self.env_spec, positions=positions, cores=cores)  # cannot run: said first
+        return out + [f"{key} is {keys[key]}, but the profile's configuration ({config.label()}) says {expected[key]}"
+                      for key in self.config_keys
+                      if key in keys and key in expected and self.env_spec[key].limit != POSITIONS
+                      and str(keys[key]) != expected[key]]

@@ -38,7 +38,7 @@ from autotune.runtime.targets.base import (
     hindsight_native_threads,
     no_max_tokens,
 )
-from autotune.runtime.targets.key_spec import BOOL, PATH, KeySpec, choice, integer
+from autotune.runtime.targets.key_spec import BOOL, CORES, PATH, KeySpec, choice, integer
 
 MAX_CONCURRENT = 1  # threads were tuned for one pass at a time; more passes share the same cores
 
@@ -139,7 +139,7 @@ class LocalTarget(Target):
         f"{PREFIX}LOCAL_BATCH_SIZE": integer(1, MAX_BATCH_SIZE),
         f"{PREFIX}LOCAL_BUCKET_BATCHING": BOOL,
         f"{PREFIX}LOCAL_MAX_CONCURRENT": integer(1, MAX_THREADS),
-        "OMP_NUM_THREADS": integer(1, MAX_THREADS),
+        "OMP_NUM_THREADS": integer(1, MAX_THREADS, CORES),
     }
     env_names: ClassVar[tuple[str, ...]] = tuple(env_spec)
 

@@ -23,7 +23,7 @@ from autotune.runtime.targets.base import (
     flag,
     hindsight_native_threads,
 )
-from autotune.runtime.targets.key_spec import BOOL, MAX_POSITIONS, PATH, KeySpec, choice, integer
+from autotune.runtime.targets.key_spec import BOOL, CORES, MAX_POSITIONS, PATH, POSITIONS, KeySpec, choice, integer
 
 HINDSIGHT_MAX_TOKENS = 512
 
@@ -51,9 +51,9 @@ class OnnxTarget(Target):
         f"{PREFIX}ONNX_MODEL_PATH": PATH,
         f"{PREFIX}ONNX_TOKENIZER_NAME_OR_PATH": PATH,
         f"{PREFIX}ONNX_BATCH_SIZE": integer(1, MAX_BATCH_SIZE),
-        f"{PREFIX}ONNX_THREADS": integer(0, MAX_THREADS),
+        f"{PREFIX}ONNX_THREADS": integer(0, MAX_THREADS, CORES),
         f"{PREFIX}ONNX_MAX_CONCURRENT": integer(1, MAX_THREADS),
-        f"{PREFIX}ONNX_MAX_TOKENS": integer(1, MAX_POSITIONS),
+        f"{PREFIX}ONNX_MAX_TOKENS": integer(1, MAX_POSITIONS, POSITIONS),
         f"{PREFIX}ONNX_CPU_MEM_ARENA": BOOL,
     }
     env_names: ClassVar[tuple[str, ...]] = tuple(env_spec)

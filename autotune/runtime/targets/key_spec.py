@@ -30,14 +30,20 @@ def positive_int(value: str | None) -> int | None:
     return n if n is not None and n > 0 else None
 
 
+POSITIONS, CORES = "positions", "cores"  # what bounds a key's value on the host it runs on (`KeySpec.limit`)
+
+
 @dataclass(frozen=True)
 class KeySpec:
-    """One key's type: `int` (within low..high), `bool`, `choice` (one of `choices`), `path` or `url`."""
+    """One key's type: `int` (within low..high), `bool`, `choice` (one of `choices`), `path` or `url`; `limit`
+    names what bounds an integer where it runs: the model's positions (a token cut) or the usable cores (a
+    thread count). Hindsight's parser takes `ONNX_MAX_TOKENS=100000` and then fails at `Gather` (issue 50)."""
 
     kind: str
     low: int = 0
     high: int = INT_MAX
     choices: tuple[str, ...] = ()
+    limit: str = ""
 
     def problem(self, value: str) -> str | None:
         """Why `value` is not one this key takes, in a few words; None when it is."""
@@ -60,8 +66,8 @@ class KeySpec:
         return None
 
 
-def integer(low: int = 0, high: int = INT_MAX) -> KeySpec:
-    return KeySpec("int", low, high)
+def integer(low: int = 0, high: int = INT_MAX, limit: str = "") -> KeySpec:
+    return KeySpec("int", low, high, limit=limit)
 
 
 BOOL = KeySpec("bool")
@@ -83,3 +89,20 @@ def check_keys(keys: Mapping[str, str], specs: Mapping[str, KeySpec], *, source:
         problem = spec.problem(str(value))
         if problem is not None:
             raise OptionsError(f"{source}: {key} {problem} (refused: nothing was written)")
+
+
+def limit_problems(keys: Mapping[str, str], specs: Mapping[str, KeySpec], *, positions: int | None,
+                   cores: int) -> list[str]:
+    """One line per key whose value passes what this host and model can run: a token cut past the model's
+    positions, a thread count past the usable cores."""
+    out = []
+    for key, value in keys.items():
+        spec = specs.get(key)
+        n = positive_int(str(value)) if spec is not None and spec.limit else None
+        if n is None or spec is None:
+            continue
+        if spec.limit == POSITIONS and positions is not None and n > positions:
+            out.append(f"{key} is {n}, past the model's {positions} positions: Hindsight would fail on longer inputs")
+        elif spec.limit == CORES and n > cores:
+            out.append(f"{key} is {n}, past the {cores} cores usable on this host")
+    return out

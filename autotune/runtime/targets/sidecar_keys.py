@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from autotune.errors import OptionsError
 from autotune.runtime.engine import GRAPHS, MAX_BATCH_SIZE, MAX_THREADS, PRECISIONS, EngineConfig
 from autotune.runtime.targets.base import flag
-from autotune.runtime.targets.key_spec import BOOL, MAX_POSITIONS, PATH, KeySpec, choice, integer
+from autotune.runtime.targets.key_spec import BOOL, CORES, MAX_POSITIONS, PATH, POSITIONS, KeySpec, choice, integer
 
 TEI_MAX_BATCH_TOKENS = 16384  # TEI's own default for --max-batch-tokens
 DEFAULT_MAX_QUEUE = 16
@@ -87,7 +87,7 @@ WRITTEN_KEYS = tuple(SidecarKeys(EngineConfig(1, 0, False, "fp32"), max_input_le
 # the type of each (a test holds the two to the same names)
 SIDECAR_SPEC: dict[str, KeySpec] = {
     "AUTOTUNE_BATCH_SIZE": integer(1, MAX_BATCH_SIZE),
-    "AUTOTUNE_INTRA_OP_THREADS": integer(0, MAX_THREADS),
+    "AUTOTUNE_INTRA_OP_THREADS": integer(0, MAX_THREADS, CORES),
     "AUTOTUNE_LENGTH_SORT": BOOL,
     "AUTOTUNE_PRECISION": choice(*PRECISIONS),
     "AUTOTUNE_GRAPH": choice(*GRAPHS),
@@ -96,7 +96,7 @@ SIDECAR_SPEC: dict[str, KeySpec] = {
     "AUTOTUNE_MODEL": PATH,
     "AUTOTUNE_MAX_CLIENT_BATCH_SIZE": integer(1),
     "AUTOTUNE_MAX_BATCH_TOKENS": integer(1),
-    INPUT_LENGTH_KEY: integer(1, MAX_POSITIONS),
+    INPUT_LENGTH_KEY: integer(1, MAX_POSITIONS, POSITIONS),
 }
 # every key the sidecar reads
 READ_KEYS = ("AUTOTUNE_BATCH_SIZE", "AUTOTUNE_INTRA_OP_THREADS", "AUTOTUNE_LENGTH_SORT", "AUTOTUNE_PRECISION",
