@@ -124,3 +124,44 @@ def test_check_reports_env_values_the_host_or_model_cannot_run(tuned, tmp_path, 
         fh.write(f"{key}={value}\n")  # set by the user, outside autotune's block: what Hindsight runs with
     status, out, _ = run_in(work, ["check", "--profile", "profiles/t.yaml", "--env-file", ".env"], chdir=True)
     assert status == ExitStatus.DRIFT and key in out
+
+
+# ---- items 7-9: a TEI URL parsed as one; names and paths that become .env values; clean errors --------------
+
+
+@pytest.mark.parametrize("url", ["http://:8080", "http://h:99999", "http://h:8080,http://i"])
+def test_run_refuses_a_tei_url_that_is_no_url(tmp_path, url):
+    status, _, err = run_in(tmp_path, ["run", "--target", "tei", "--tei-url", url, "--workload",
+                                       str(tmp_path / "queries.jsonl")])
+    assert status == ExitStatus.BAD_OPTIONS and "--tei-url" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("field", "value"), [("name", "a\\b"), ("name", "a\0b"), ("model.dir", "models/a\\b"),
+                                              ("model.dir", "models/x\0y")])
+def test_apply_refuses_a_name_or_dir_the_env_would_read_two_ways(tuned, tmp_path, field, value):
+    import yaml
+
+    from autotune.outputs.profile import render_profile
+
+    work = _copy(tuned, tmp_path)
+    path = work / "profiles" / "t.yaml"
+    data = yaml.safe_load(path.read_text())
+    if field == "name":
+        data["name"] = value
+    else:
+        data["model"]["dir"] = value
+    path.write_text(render_profile(data))
+    before = (work / ".env").read_bytes()
+    status, _, err = run_in(work, ["apply", "--profile", "profiles/t.yaml", "--env-file", ".env", "--force"],
+                            chdir=True)
+    assert status == ExitStatus.BAD_OPTIONS and one_line(err), err
+    assert (work / ".env").read_bytes() == before and not (work / "models" / "a\\b").exists()
+
+
+@pytest.mark.parametrize("matmuls", ["abc", float("inf"), -3, True])
+def test_a_bad_int8_variant_is_one_line(matmuls):
+    from autotune.errors import ModelError
+    from autotune.runtime.quantize import Int8Variant
+
+    with pytest.raises(ModelError, match="int8_variant.matmuls"):
+        Int8Variant.from_dict({"scales": "per-token", "fp32_nodes": [], "matmuls": matmuls})

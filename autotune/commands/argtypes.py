@@ -53,3 +53,13 @@ def finite_float(text: str) -> float:
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
     return value
+
+
+def http_url(text: str) -> str:
+    """An http(s) URL Hindsight's client can reach (`http://[::1]:8080` included), parsed as one."""
+    from autotune.runtime.targets.key_spec import url_problem
+
+    problem = url_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{text!r} {problem}")
+    return text

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
+from autotune.commands.argtypes import http_url
 from autotune.errors import ExitStatus, OptionsError
 from autotune.fileio import write_atomic
 from autotune.outputs.helm_values import render_helm_values
@@ -19,7 +20,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=Path("values.autotune.yaml"), help="the values file to write")
     p.add_argument("--image", default="autotune-reranker:latest",
                    help="the reranker image (docker/Dockerfile; its entrypoint is autotune serve)")
-    p.add_argument("--tei-url", default="http://hindsight-tei-reranker:8090",
+    p.add_argument("--tei-url", type=http_url, default="http://hindsight-tei-reranker:8090",
                    help="where the api reaches the reranker's Service (the chart names it <release>-tei-reranker)")
     p.add_argument("--replicas", type=int, default=1, help="reranker replicas in the chart")
 

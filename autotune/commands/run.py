@@ -8,7 +8,14 @@ from pathlib import Path
 from typing import TextIO
 
 from autotune.analysis.summary import format_result
-from autotune.commands.argtypes import concurrency, finite_float, int_list, non_negative_float, positive_int
+from autotune.commands.argtypes import (
+    concurrency,
+    finite_float,
+    http_url,
+    int_list,
+    non_negative_float,
+    positive_int,
+)
 from autotune.commands.progress import TrialProgress
 from autotune.errors import ExitStatus, OptionsError
 from autotune.outputs.profile import DEFAULT_TEI_URL
@@ -41,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compose-file", type=Path, default=Path("compose.autotune.yaml"),
                    help="the docker compose override (tei, or with --model-path-in-container)")
     p.add_argument("--no-compose", action="store_true", help="do not write the compose override")
-    p.add_argument("--tei-url", default=None, help="where Hindsight reaches `autotune serve`")
+    p.add_argument("--tei-url", type=http_url, default=None, help="where Hindsight reaches `autotune serve`")
     p.add_argument("--trials", type=positive_int, default=None,
                    help="Optuna trials (default: about a sixth of the space, 12 to 60)")
     p.add_argument("--timeout", type=finite_float, default=None,

@@ -82,6 +82,7 @@ def apply_profile(path: Path, host: HostInfo, *, env_file: Path, compose_file: P
     model_dir = target.model_dir(lambda: local_model_dir(profile, model_out))
     if model_dir is not None and container is None:  # Hindsight on this host reads this node's directory
         keys.update(target.container_keys(str(model_dir.resolve())))
+        check_keys(keys, target.env_spec, source=f"this node's model directory {str(model_dir)!r}")
     refuse_collisions({"--profile": path}, {"--env-file": env_file, "--compose-file": compose_file,
                                             "--model-out": model_dir}, model_out=model_dir)
     merge = merge_env(read_text_exact(env_file), keys)

@@ -8,6 +8,7 @@ run records the sha256 of each file it staged (`model.files`); `apply` and `chec
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from autotune.fileio import sha256_file
 from autotune.outputs.ownership import MODEL_MARKER
 
 MODEL_FILE = "model.onnx"
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,100}")  # what `run` names a profile (`profile.check_name`)
 
 
 def file_hashes(directory: Path) -> dict[str, str]:
@@ -62,14 +64,19 @@ def local_model_dir(profile: Mapping[str, Any], override: Path | None = None, *,
     one (`../../etc`) must never send a build outside the project."""
     if override is not None:
         return Path(override)
+    from autotune.runtime.targets.key_spec import PATH
+
     model = profile.get("model") or {}
     name = str(profile.get("name") or "model")
-    if not name or "/" in name or name in (".", ".."):
-        raise OptionsError(f"the profile's name {name!r} is not a directory name")
+    if not NAME.fullmatch(name) or name in (".", ".."):  # it becomes a path in the .env: no `\\`, NUL or quote
+        raise OptionsError(f"the profile's name {name!r} is not a directory name (letters, digits, '.', '_', '-')")
     default = Path("models") / name
     recorded = model.get("dir")
     if not recorded:
         return default
+    problem = PATH.problem(str(recorded))
+    if problem is not None:
+        raise OptionsError(f"the profile's model.dir {problem} (refused: it becomes the .env's model path)")
     path = Path(str(recorded))
     inside = _inside(path, Path.cwd())
     if not path.is_absolute() and not inside:

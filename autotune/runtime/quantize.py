@@ -76,8 +76,12 @@ class Int8Variant:
         if not isinstance(data, dict):
             return cls()
         nodes = data.get("fp32_nodes") or []
-        return cls(scales=str(data.get("scales", "per-tensor")), fp32_nodes=tuple(str(n) for n in nodes),
-                   matmuls=int(data.get("matmuls") or 0))
+        matmuls = data.get("matmuls") or 0
+        if not isinstance(nodes, list) or not all(isinstance(n, str) and "\0" not in n for n in nodes):
+            raise ModelError("the profile's int8_variant.fp32_nodes must be a list of MatMul names")
+        if isinstance(matmuls, bool) or not isinstance(matmuls, int) or not 0 <= matmuls <= 100_000:
+            raise ModelError(f"the profile's int8_variant.matmuls must be a whole number of MatMuls, got {matmuls!r}")
+        return cls(scales=str(data.get("scales", "per-tensor")), fp32_nodes=tuple(nodes), matmuls=matmuls)
 
 
 def weight_matmuls(path: Path) -> list[str]:

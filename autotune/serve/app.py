@@ -18,10 +18,16 @@ from autotune.serve.service import RerankService
 from autotune.serve.settings import ServeSettings
 
 
+def bare_host(host: str) -> str:
+    """`[::1]`, as a user writes an IPv6 address in a URL, is the address `::1` to bind."""
+    return host[1:-1] if host.startswith("[") and host.endswith("]") else host
+
+
 def check_bindable(host: str, port: int) -> None:
     """A taken or impossible address is one line with exit 4, before uvicorn logs a traceback."""
     import socket
 
+    host = bare_host(host)
     if not 1 <= port <= 65535:
         raise OptionsError(f"--port must be between 1 and 65535, got {port}")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -35,6 +41,7 @@ def check_bindable(host: str, port: int) -> None:
 
 def listen_url(host: str, port: int) -> str:
     """The address as a URL a user can paste: an IPv6 host is bracketed (`http://[::]:8080`, not `http://:::8080`)."""
+    host = bare_host(host)
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
@@ -47,6 +54,7 @@ def serve(settings: ServeSettings, host: str, port: int, *, graceful_timeout_s: 
     """
     import uvicorn
 
+    host = bare_host(host)
     check_bindable(host, port)
     resolve_model(None if settings.model == "default" else Path(settings.model))  # a missing model: exit 3 now
     if announce is not None:

@@ -49,3 +49,17 @@ def test_the_banner_url_brackets_an_ipv6_host(host, url):
     from autotune.serve.app import listen_url
 
     assert listen_url(host, 8080) == url
+
+
+def test_an_ipv6_host_in_brackets_is_bound_as_the_address():
+    """`serve --host [::1]` once said "Name or service not known" (issue 50, item 7)."""
+    import socket
+
+    from autotune.serve.app import check_bindable
+
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        pytest.skip("this host has no IPv6 loopback")
+    check_bindable("[::1]", free_port())

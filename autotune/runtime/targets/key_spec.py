@@ -56,14 +56,50 @@ class KeySpec:
         elif self.kind == "choice":
             if value not in self.choices:
                 return f"must be one of {', '.join(self.choices)}"
-        elif self.kind in ("path", "url"):
+        elif self.kind == "url":
+            return url_problem(value)
+        elif self.kind == "path":
             if not _PLAIN.match(value) or value != value.strip():
                 return f"must be a plain {self.kind}: letters, digits, spaces and . _ / : @ + , = % ~ - only"
-            if self.kind == "url" and (not re.match(r"https?://[^/@\s]+", value) or "@" in value.split("/")[2]):
-                return "must be an http(s) URL with a host and no user name or password"
         else:
             raise ValueError(f"unknown key kind {self.kind!r}")
         return None
+
+
+_HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\Z")
+_URL_CHARS = re.compile(r"[A-Za-z0-9_./:@+=%~\[\]-]+\Z")  # a URL's characters, none a shell acts on
+
+
+def url_problem(value: str) -> str | None:
+    """Why `value` is not an http(s) URL Hindsight's client can reach, parsed as one (urllib): a scheme, a host
+    name or an IP literal (`[::1]` included), a port within 1-65535 if any, and no user name or password."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    if not _URL_CHARS.match(value):
+        return "must be an http(s) URL: no spaces, commas, quotes or other characters a shell acts on"
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError as exc:
+        return f"must be an http(s) URL with a valid host and port ({exc})"
+    if parts.scheme not in ("http", "https"):
+        return "must be an http(s) URL"
+    if "@" in parts.netloc:
+        return "must be an http(s) URL with no user name or password"
+    host = parts.hostname or ""
+    if not host:
+        return "must be an http(s) URL with a host"
+    if parts.netloc.startswith("["):
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            return f"must be an http(s) URL: [{host}] is no IPv6 address"
+    elif not _HOST.match(host):
+        return f"must be an http(s) URL: {host!r} is no host name"
+    if port == 0:
+        return "must be an http(s) URL with a port from 1 to 65535"
+    return None
 
 
 def integer(low: int = 0, high: int = INT_MAX, limit: str = "") -> KeySpec:
