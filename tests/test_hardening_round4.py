@@ -163,5 +163,5 @@ def test_a_bad_int8_variant_is_one_line(matmuls):
     from autotune.errors import ModelError
     from autotune.runtime.quantize import Int8Variant
 
-    with pytest.raises(ModelError, match="int8_variant.matmuls"):
+    with pytest.raises(ModelError, match=r"int8_variant\.matmuls"):
         Int8Variant.from_dict({"scales": "per-token", "fp32_nodes": [], "matmuls": matmuls})
