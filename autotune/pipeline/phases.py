@@ -145,10 +145,11 @@ def load(run: Prepared) -> Loaded:
 
 def precheck(run: Prepared, loaded: Loaded) -> Checked:
     """int8's parity and the fused graph, once each, so the search never tries what cannot pass; the objective."""
-    run.stage("judging int8 by the results it keeps, and the fused graph, once before the search")
+    run.stage("timing int8 against fp32, then judging it by the results it keeps where it is faster, and the "
+              "fused graph, once before the search")
     pool, settings = loaded.pool, run.settings
     space, dropped, int8 = prechecked(run.space, pool, run.workload, loaded.reference, settings.int8_tolerance,
-                                      has_vnni=run.host.has_vnni)
+                                      has_vnni=run.host.has_vnni, speed_first=run.opts.precisions is None)
     for line in int8.lines() if int8 is not None else ():
         run.stage(line)
     for d in dropped:

@@ -36,12 +36,22 @@ from autotune.runtime.quantize import (
     quantize_to,
     weight_matmuls,
 )
+from autotune.search.int8_speed import FALLBACK_WORTH, Int8Speed
 from autotune.search.measure import replay, scores_of
 from autotune.search.parity import ParityReport, Tolerance, compare, logits
 from autotune.workload.queries import Workload
 
 SENSITIVITY_QUERIES = 6  # the sample each MatMul's sensitivity is measured on
 INT8 = replace(REFERENCE, precision="int8")
+# per-token int8 scores a pair the same in any batch (within 0.0014 on the example), so it is judged as fast as the
+# host can score: sorted batches on every usable core, not one pair at a time (issue 51)
+INT8_BATCHED = EngineConfig(batch_size=16, intra_op_threads=0, length_sort=True, precision="int8")
+
+
+def judged_at(scales: str) -> EngineConfig:
+    """Where a variant's results are judged: per-token in batches; a dynamic variant, whose scores move with
+    its batch, at batch 1 (and every int8 trial again at the batches it ran)."""
+    return INT8_BATCHED if scales == "per-token" else INT8
 
 
 @dataclass(frozen=True)
@@ -53,9 +63,11 @@ class Int8Verdict:
     seconds: float = 0.0
     sensitivity: str | None = None  # how the fallback's sensitivities were had: "measured" or "cached"
     unbuilt: tuple[tuple[Int8Variant, str], ...] = ()  # variants this model's graph cannot be made into, and why
+    speed: Int8Speed | None = None  # int8's speed against fp32, measured before any of this was judged
 
     def lines(self) -> list[str]:
-        out = [f"int8 {v.label()}: cannot be built: {why}" for v, why in self.unbuilt]
+        out = [] if self.speed is None else [self.speed.line()]
+        out += [f"int8 {v.label()}: cannot be built: {why}" for v, why in self.unbuilt]
         out += [f"int8 {v.label()}: {r.results()}: " + ("passes" if r.passed else f"fails: {r.reason()}")
                 for v, r in self.reports]
         if self.sensitivity is not None:
@@ -69,32 +81,37 @@ class Int8Verdict:
 
     def to_dict(self) -> dict[str, object]:
         return {"chosen": None if self.chosen is None else self.chosen.to_dict(), "seconds": round(self.seconds, 1),
+                "speed": None if self.speed is None else self.speed.to_dict(),
                 "sensitivity": self.sensitivity, "unbuilt": [{**v.to_dict(), "why": why} for v, why in self.unbuilt],
                 "variants": [{**v.to_dict(), "label": v.label(), **r.to_dict()} for v, r in self.reports]}
 
 
 def judge_int8(pool: ScoringPool, workload: Workload, reference: list[np.ndarray], tolerance: Tolerance, *,
-               has_vnni: bool, fallback: bool = True) -> Int8Verdict:
-    """The first variant that passes, left as what the pool runs for int8; else the fallback's, else None."""
+               has_vnni: bool, fallback: bool = True, speed: Int8Speed | None = None) -> Int8Verdict:
+    """The first variant that passes, left as what the pool runs for int8; else the fallback's, else None.
+    With `speed` (measured first), only the variants faster than fp32 beyond the noise are judged, and the
+    fallback runs only where int8 is fast enough that keeping some MatMuls in fp32 can still pay."""
     started = time.monotonic()
     source = pool.model_path(REFERENCE)
     matmuls = weight_matmuls(source) if source is not None else []
     reports: list[tuple[Int8Variant, ParityReport]] = []
     unbuilt: list[tuple[Int8Variant, str]] = []
-    for scales in SCALES:
+    for scales in SCALES if speed is None else speed.worth_judging():
         variant = Int8Variant(scales, matmuls=len(matmuls))
         pool.use_int8(variant)
         try:
-            report = compare(reference, scores_of(pool, INT8, workload), tolerance)
+            report = compare(reference, scores_of(pool, judged_at(scales), workload), tolerance)
         except ModelError as exc:
             unbuilt.append((variant, str(exc)))
             continue
         reports.append((variant, report))
         if report.passed:
-            return Int8Verdict(tuple(reports), variant, time.monotonic() - started, unbuilt=tuple(unbuilt))
+            return Int8Verdict(tuple(reports), variant, time.monotonic() - started, unbuilt=tuple(unbuilt),
+                               speed=speed)
     pool.release()
-    if not fallback or source is None or len(matmuls) < 2 or not reports:
-        return Int8Verdict(tuple(reports), None, time.monotonic() - started, unbuilt=tuple(unbuilt))
+    pays = speed is None or speed.best() >= FALLBACK_WORTH
+    if not fallback or not pays or source is None or len(matmuls) < 2 or not reports:
+        return Int8Verdict(tuple(reports), None, time.monotonic() - started, unbuilt=tuple(unbuilt), speed=speed)
     scales = max(reports, key=lambda vr: vr[1].topk_mean)[0].scales  # the closest variant, refined
     sensitivity, how = sensitivities(pool, source, workload, reference, scales=scales, has_vnni=has_vnni)
     order = least_sensitive_first(sensitivity)
@@ -114,7 +131,7 @@ def judge_int8(pool: ScoringPool, workload: Workload, reference: list[np.ndarray
     chosen = bisect_quantized(len(order), judged)
     if chosen is not None:
         pool.use_int8(chosen)
-    return Int8Verdict(tuple(reports), chosen, time.monotonic() - started, how, tuple(unbuilt))
+    return Int8Verdict(tuple(reports), chosen, time.monotonic() - started, how, tuple(unbuilt), speed)
 
 
 def bisect_quantized(total: int, judged: Callable[[int], tuple[Int8Variant, ParityReport]]) -> Int8Variant | None:
@@ -179,7 +196,7 @@ def _scratch_scores(pool: ScoringPool, source: Path, variant: Int8Variant, workl
     """A variant's scores from a graph quantized into a scratch file (the cache keeps only what is chosen)."""
     with tempfile.TemporaryDirectory(prefix="autotune-int8-") as scratch:
         path = quantize_to(Path(scratch) / "model.onnx", source, has_vnni=has_vnni, variant=variant)
-        engine = pool.engine_on(path, INT8)  # type: ignore[attr-defined]
+        engine = pool.engine_on(path, judged_at(variant.scales))  # type: ignore[attr-defined]
         scores = replay(engine, workload.queries, keep_scores=True).scores
         del engine
     return scores

@@ -1,7 +1,10 @@
 """Checks made once before the search, so that no trial is spent on a knob that cannot win.
 
+- int8's speed first (`int8_speed`, seconds): where no variant is faster than fp32 beyond the noise, int8 leaves
+  the space unjudged, and only the variants that are faster are judged (issue 51). Skipped where the user named
+  the precisions: then int8 is judged as asked.
 - int8: what it keeps of the results depends on the model, the quantization format and the variant
-  (per-channel or per-tensor scales), and hardly on batch size, threads or sort (see
+  (per-token, per-channel or per-tensor scales), and hardly on batch size, threads or sort (see
   `benchmarks/int8_parity.py`). Each variant is judged once at batch size 1, in the workload's order,
   by the results (the int8 tolerance: the top 10 kept, above a score floor); the first that passes is
   the `int8` the search runs; where none does, the most sensitive MatMuls go back to fp32 until one does
@@ -18,8 +21,10 @@ import numpy as np
 
 from autotune.errors import ModelError, OptionsError
 from autotune.runtime.engine import REFERENCE, ScoringPool
+from autotune.runtime.quantize import int8_format
 from autotune.runtime.space import SearchSpace
 from autotune.search.int8_judge import Int8Verdict, judge_int8
+from autotune.search.int8_speed import int8_speed
 from autotune.search.parity import Tolerance
 from autotune.workload.queries import Workload
 
@@ -51,9 +56,10 @@ def fused_graph(pool: ScoringPool) -> str | None:
 
 
 def prechecked(space: SearchSpace, pool: ScoringPool, workload: Workload, reference: list[np.ndarray],
-               int8_tolerance: Tolerance, *, has_vnni: bool = True,
-               int8_fallback: bool = True) -> tuple[SearchSpace, list[Dropped], Int8Verdict | None]:
-    """The space without the knob values that cannot win, why each went, and how int8 was judged."""
+               int8_tolerance: Tolerance, *, has_vnni: bool = True, int8_fallback: bool = True,
+               speed_first: bool = False) -> tuple[SearchSpace, list[Dropped], Int8Verdict | None]:
+    """The space without the knob values that cannot win, why each went, and how int8 was judged. With
+    `speed_first`, int8's speed is measured before its results are judged, and a slow int8 is not judged."""
     dropped: list[Dropped] = []
     verdict = None
     if "fused" in space.graphs:
@@ -61,8 +67,16 @@ def prechecked(space: SearchSpace, pool: ScoringPool, workload: Workload, refere
         if reason is not None:
             dropped.append(Dropped("graph", "fused", reason))
             space = space.narrowed(graphs=tuple(g for g in space.graphs if g != "fused"))
+    if "int8" in space.precisions and speed_first and "fp32" in space.precisions and pool.model_path(REFERENCE):
+        speed = int8_speed(pool, workload, host=f"{'avx512_vnni' if has_vnni else 'no VNNI'}, {int8_format(has_vnni)}")
+        if not speed.worth_judging():
+            dropped.append(Dropped("precision", "int8", speed.line()))
+            return space.narrowed(precisions=tuple(p for p in space.precisions if p != "int8")), dropped, None
+    else:
+        speed = None
     if "int8" in space.precisions:
-        verdict = judge_int8(pool, workload, reference, int8_tolerance, has_vnni=has_vnni, fallback=int8_fallback)
+        verdict = judge_int8(pool, workload, reference, int8_tolerance, has_vnni=has_vnni, fallback=int8_fallback,
+                             speed=speed)
         if verdict.chosen is None:
             reason = verdict.reason()
             dropped.append(Dropped("precision", "int8", f"no variant keeps the results at batch size 1: {reason}"))

@@ -1,0 +1,110 @@
+"""Is int8 faster than fp32 on this host at all? Measured first, in seconds, because judging what int8 keeps of
+the results costs minutes, and on a host without VNNI it cannot pay (issue 51: an AVX2 EPYC spent 23 minutes
+judging an int8 that ran at 0.89x-1.08x fp32).
+
+fp32 and each int8 variant score the same stratified sample of the workload (queries spread over its lengths) at
+one reasonable configuration (Hindsight's sort, a middling batch, every usable core), interleaved round by round so
+that a change in the host's load falls on all of them alike. A variant is worth judging when it is faster beyond
+the noise: its median paired ratio at least `WORTH`, and faster in all rounds but one.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, replace
+
+from autotune.errors import ModelError
+from autotune.runtime.engine import EngineConfig, ScoringPool
+from autotune.runtime.quantize import Int8Variant
+from autotune.search.measure import replay
+from autotune.workload.queries import Workload
+
+SPEED_CONFIG = EngineConfig(batch_size=8, intra_op_threads=0, length_sort=True, precision="fp32")
+ROUNDS = 5
+WORTH = 1.10  # int8 must save a tenth of the time to be worth minutes of judging
+FALLBACK_WORTH = 1.25  # the fallback keeps the most sensitive MatMuls in fp32 and gives back part of the gain
+SAMPLE_PAIRS = 300  # about one recall's pool: seconds on any host this runs on
+TIMED = ("per-token", "per-channel")  # per-tensor runs per-channel's GEMM: timed as one
+
+
+@dataclass(frozen=True)
+class Int8Speed:
+    """Each timed variant's speed against fp32, measured side by side in this run."""
+
+    ratios: tuple[tuple[str, float, int], ...]  # (scales, median of fp32 / int8 over paired rounds, rounds won)
+    rounds: int
+    pairs: int
+    seconds: float
+    host: str  # the ISA and int8 format the figures come from: "avx512_vnni, u8s8"
+    unbuilt: tuple[tuple[str, str], ...] = ()
+
+    def worth(self, scales: str, floor: float = WORTH) -> bool:
+        timed = "per-channel" if scales == "per-tensor" else scales
+        return any(s == timed and ratio >= floor and won >= self.rounds - 1 for s, ratio, won in self.ratios)
+
+    def worth_judging(self) -> tuple[str, ...]:
+        from autotune.runtime.quantize import SCALES
+
+        return tuple(s for s in SCALES if self.worth(s))
+
+    def best(self) -> float:
+        return max((ratio for _, ratio, _ in self.ratios), default=0.0)
+
+    def line(self) -> str:
+        figures = ", ".join(f"{s} {ratio:.2f}x" for s, ratio, _ in self.ratios) or "no variant could be built"
+        head = (f"int8 speed against fp32 ({self.host}; {self.pairs} pairs, {self.rounds} interleaved rounds, "
+                f"{self.seconds:.0f} s): {figures}")
+        judged = self.worth_judging()
+        if not judged:
+            return f"{head}: int8 is not faster on this host beyond the noise (needs {WORTH:.2f}x); not judged"
+        return f"{head}: judging {', '.join(judged)}"
+
+    def to_dict(self) -> dict[str, object]:
+        return {"host": self.host, "pairs": self.pairs, "rounds": self.rounds, "seconds": round(self.seconds, 1),
+                "worth": WORTH, "ratios": {s: round(r, 4) for s, r, _ in self.ratios},
+                "rounds_won": {s: w for s, _, w in self.ratios}, "judged": list(self.worth_judging())}
+
+
+def speed_sample(workload: Workload, pairs: int = SAMPLE_PAIRS) -> Workload:
+    """Queries spread evenly over the workload's lengths (shortest to longest), up to about `pairs` pairs."""
+    order = sorted(range(len(workload.queries)),
+                   key=lambda i: sum(len(d) for d in workload.queries[i].documents) + len(workload.queries[i].query))
+    per_query = max(1, round(sum(len(q.documents) for q in workload.queries) / max(1, len(order))))
+    count = max(1, min(len(order), pairs // per_query))
+    picked = sorted({order[round(k * (len(order) - 1) / max(1, count - 1))] for k in range(count)})
+    return Workload([workload.queries[i] for i in picked], workload.sha256)
+
+
+def int8_speed(pool: ScoringPool, workload: Workload, *, host: str, rounds: int = ROUNDS) -> Int8Speed:
+    """fp32 and each int8 variant of `TIMED`, interleaved over `rounds` on a stratified sample."""
+    started = time.monotonic()
+    sample = speed_sample(workload)
+    fp32 = pool.engine(SPEED_CONFIG)
+    int8_config = replace(SPEED_CONFIG, precision="int8")
+    engines, unbuilt = {}, []
+    previous = pool.int8_variant
+    for scales in TIMED:
+        try:
+            pool.use_int8(Int8Variant(scales))  # type: ignore[attr-defined]
+            engines[scales] = pool.engine_on(pool.model_path(int8_config), int8_config)  # type: ignore[attr-defined,arg-type]
+        except ModelError as exc:
+            unbuilt.append((scales, str(exc)))
+    pool.use_int8(previous)  # type: ignore[attr-defined]
+    replay(fp32, sample.queries[:1])  # warm: thread pools up, arenas grown
+    for engine in engines.values():
+        replay(engine, sample.queries[:1])
+    times: dict[str, list[float]] = {"fp32": [], **{s: [] for s in engines}}
+    names = ["fp32", *engines]
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:  # each goes first in turn
+            engine = fp32 if name == "fp32" else engines[name]
+            clock = time.perf_counter()
+            replay(engine, sample.queries)
+            times[name].append(time.perf_counter() - clock)
+    ratios = []
+    for scales in engines:
+        paired = [f / i for f, i in zip(times["fp32"], times[scales], strict=True) if i > 0]
+        ratios.append((scales, statistics.median(paired), sum(p > 1.0 for p in paired)))
+    return Int8Speed(tuple(ratios), rounds, sum(len(q.documents) for q in sample.queries),
+                     time.monotonic() - started, host, tuple(unbuilt))

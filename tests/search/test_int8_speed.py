@@ -1,0 +1,69 @@
+"""int8's speed is measured before its results are judged, and a slow int8 is never judged (issue 51)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autotune.runtime.quantize import Int8Variant
+from autotune.search import prechecks
+from autotune.search.int8_judge import INT8, INT8_BATCHED
+from autotune.search.int8_speed import Int8Speed, int8_speed, speed_sample
+from autotune.search.measure import scores_of
+from autotune.search.parity import FP32_TOLERANCE, INT8_TOLERANCE, compare
+from tests.search.conftest import SPACE
+
+SLOW = Int8Speed((("per-token", 0.99, 2), ("per-channel", 1.04, 3)), 5, 300, 4.0, "no VNNI, u8u8")
+FAST = Int8Speed((("per-token", 1.32, 5), ("per-channel", 1.08, 4)), 5, 300, 4.0, "avx512_vnni, u8s8")
+
+
+def test_only_a_variant_faster_beyond_the_noise_is_worth_judging():
+    assert SLOW.worth_judging() == () and "not faster on this host" in SLOW.line() and "0.99x" in SLOW.line()
+    assert "no VNNI, u8u8" in SLOW.line()
+    assert FAST.worth_judging() == ("per-token",)  # per-channel's 1.08x is within the noise
+    lucky = Int8Speed((("per-token", 1.5, 3),), 5, 300, 4.0, "x")  # fast in the median, slower in two rounds
+    assert lucky.worth_judging() == ()
+
+
+def test_a_slow_int8_leaves_the_space_unjudged(setup, monkeypatch):
+    pool, workload, reference = setup
+    monkeypatch.setattr(prechecks, "int8_speed", lambda *a, **k: SLOW)
+
+    def never(*a, **k):  # type: ignore[no-untyped-def]
+        raise AssertionError("int8 was judged on a host where it is not faster")
+
+    monkeypatch.setattr(prechecks, "judge_int8", never)
+    space = SPACE.narrowed(precisions=("fp32", "int8"))
+    narrowed, dropped, verdict = prechecks.prechecked(space, pool, workload, reference, INT8_TOLERANCE,
+                                                      has_vnni=False, speed_first=True)
+    assert narrowed.precisions == ("fp32",) and verdict is None
+    assert [d.knob for d in dropped] == ["precision"] and "not judged" in dropped[0].reason
+
+
+def test_a_fast_int8_is_judged_variant_by_variant_as_fast_as_it_measured(setup, monkeypatch):
+    pool, workload, reference = setup
+    monkeypatch.setattr(prechecks, "int8_speed", lambda *a, **k: FAST)
+    space = SPACE.narrowed(precisions=("fp32", "int8"))
+    _, _, verdict = prechecks.prechecked(space, pool, workload, reference, INT8_TOLERANCE, has_vnni=False,
+                                         speed_first=True)
+    assert verdict is not None and verdict.speed is FAST
+    assert {v.scales for v, _ in verdict.reports} <= {"per-token"} and verdict.lines()[0] == FAST.line()
+
+
+def test_the_speed_is_measured_side_by_side_on_a_sample(setup):
+    pool, workload, _ = setup
+    speed = int8_speed(pool, workload, host="test", rounds=3)
+    assert [s for s, _, _ in speed.ratios] == ["per-token", "per-channel"]
+    assert all(r > 0 and 0 <= won <= 3 for _, r, won in speed.ratios) and speed.rounds == 3
+    assert 0 < len(speed_sample(workload, pairs=6).queries) < len(workload.queries)
+
+
+def test_per_token_judged_in_batches_gives_the_batch_one_verdict(setup):
+    pool, workload, reference = setup
+    pool.use_int8(Int8Variant("per-token"))
+    one = scores_of(pool, INT8, workload)
+    batched = scores_of(pool, INT8_BATCHED, workload)
+    assert max(float(np.max(np.abs(a - b))) for a, b in zip(one, batched, strict=True)) < 0.01
+    for tolerance in (INT8_TOLERANCE, FP32_TOLERANCE):
+        a, b = compare(reference, one, tolerance), compare(reference, batched, tolerance)
+        assert a.passed == b.passed and a.topk_mean == pytest.approx(b.topk_mean, abs=0.02)
