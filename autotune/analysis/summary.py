@@ -13,6 +13,11 @@ if TYPE_CHECKING:
     from autotune.analysis.bench import BenchResult
     from autotune.analysis.explain import ExplainResult
     from autotune.search.scope import ScopeOutcome
+    from autotune.search.study import TrialRecord
+
+
+REJECTED_BY = {"parity": "Rejected by the parity gate", "memory": "Rejected by the memory budget",
+               "cores": "Refused for the cores (never measured)"}
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -66,11 +71,7 @@ def format_result(result: SearchResult) -> str:
              f", each under {result.concurrency} concurrent recalls (p50/p95 include the queueing)")
     out = [f"Finalists, re-measured interleaved in this run{under}:",
            table(["", "configuration", "p50 ms", "p95 ms", "vs baseline", "parity"], rows)]
-    if result.rejected:
-        out += ["", f"Rejected by the parity gate ({len(result.rejected)}):"]
-        out += [f"  #{t.number} {t.config.label()}: {t.rejected}" for t in result.rejected[:10]]
-        if len(result.rejected) > 10:
-            out.append(f"  ... and {len(result.rejected) - 10} more (see the profile)")
+    out += rejected_lines(result.rejected)
     pruned = sum(t.state == "pruned" for t in result.trials)
     failed = sum(t.state == "fail" for t in result.trials)
     refused = sum(t.unmeasured for t in result.trials)
@@ -199,3 +200,18 @@ def burst_line(burst: dict[str, Any], budget_mb: float) -> str:
     return (f"under load: {burst['workers']} worker(s) at once on the longest input ({burst['max_input_length']} "
             f"tokens, {burst['rows']} per batch) {verb} {burst['added_mb']:.0f} MB, {burst['peak_mb']:.0f} MB in all"
             f"{over}{cut}")
+
+
+def rejected_lines(records: list[TrialRecord]) -> list[str]:
+    """The rejected trials under what rejected each: the parity gate, the memory budget or the cores (a memory
+    estimate's refusal was once headed "Rejected by the parity gate")."""
+    out: list[str] = []
+    for cause, heading in REJECTED_BY.items():
+        rejected = [t for t in records if (t.cause or "parity") == cause]
+        if not rejected:
+            continue
+        out += ["", f"{heading} ({len(rejected)}):"]
+        out += [f"  #{t.number} {t.config.label()}: {t.rejected}" for t in rejected[:10]]
+        if len(rejected) > 10:
+            out.append(f"  ... and {len(rejected) - 10} more (see the profile)")
+    return out

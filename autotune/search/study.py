@@ -58,13 +58,14 @@ class TrialRecord:
     estimated_mb: float | None = None  # the estimate made before running it
     queries_measured: int | None = None  # fewer than the workload's when successive halving stopped it
     unmeasured: bool = False  # refused before measuring: it spent no trial
+    cause: str | None = None  # what rejected it: "parity", "memory" or "cores"
 
     def to_dict(self) -> dict[str, Any]:
         return {"number": self.number, **self.config.to_dict(), "state": self.state,
                 "p95_ms": self.p95_ms, "rejected": self.rejected, "rss_mb": self.rss_mb,
                 "peak_growth_mb": self.peak_growth_mb, "estimated_mb": self.estimated_mb,
                 "queries_measured": self.queries_measured, "duplicate_of": self.duplicate_of,
-                "unmeasured": self.unmeasured}
+                "unmeasured": self.unmeasured, "cause": self.cause}
 
 
 HOST_ATTR = "host_id"  # which host ran a trial: a shared study's trials come from several
@@ -103,10 +104,12 @@ def trial_records(study: optuna.Study) -> list[TrialRecord]:
         if t.state == TrialState.PRUNED and t.last_step is not None:
             value = t.intermediate_values[t.last_step]  # its running p95 when it was stopped
         attrs = t.user_attrs
+        cause = (None if not rejected else "parity" if "parity" in attrs
+                 else "cores" if "usable cores" in str(rejected) else "memory")
         records.append(TrialRecord(t.number, config_of(t), t.state.name.lower(), value, rejected,
                                    attrs.get("rss_mb"), attrs.get("duplicate_of"), attrs.get("peak_growth_mb"),
                                    attrs.get("estimated_mb"), attrs.get("queries_measured"),
-                                   bool(attrs.get(UNMEASURED))))
+                                   bool(attrs.get(UNMEASURED)), cause))
     return records
 
 def halving_pruner(rungs: Sequence[int]) -> optuna.pruners.BasePruner:

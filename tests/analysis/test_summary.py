@@ -23,3 +23,19 @@ def test_an_uncut_burst_says_nothing_of_a_cut():
 def test_a_burst_over_the_budget_or_not_run_says_so():
     over = burst_line({**BURST, "within_budget": False, "measured": False}, 1024.0)
     assert "past the 1024 MB budget" in over and "estimated; not run" in over
+
+
+def test_rejections_are_headed_by_what_rejected_them():
+    """Issue 50, item 11: memory-estimate refusals were headed "Rejected by the parity gate"."""
+    from autotune.analysis.summary import rejected_lines
+    from autotune.runtime.engine import EngineConfig
+    from autotune.search.study import TrialRecord
+
+    config = EngineConfig(batch_size=4, intra_op_threads=1, length_sort=True, precision="fp32")
+    records = [TrialRecord(1, config, "complete", 10.0, "Spearman 0.9 < 0.99", cause="parity"),
+               TrialRecord(2, config, "complete", None, "estimated 900 MB would pass", cause="memory"),
+               TrialRecord(3, config, "complete", None, "estimated 950 MB would pass", cause="memory")]
+    lines = rejected_lines(records)
+    assert "Rejected by the parity gate (1):" in lines and "Rejected by the memory budget (2):" in lines
+    parity_at = lines.index("Rejected by the parity gate (1):")
+    assert lines[parity_at + 1].startswith("  #1 ")

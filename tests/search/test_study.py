@@ -126,3 +126,19 @@ def test_finalists_race_the_refinements_runners_up_before_the_other_trials():
     assert configs == [space.baseline(), pick, close, EngineConfig(2, 1, False, "fp32")]
 
 
+
+
+def test_each_rejected_trial_records_what_rejected_it():
+    from autotune.search.study import trial_records
+
+    space = SearchSpace(batch_sizes=(1, 2, 4), threads=(1,), length_sort=(False,), precisions=("fp32",))
+    study = optuna.create_study()
+    attrs = [{"rejected": "Spearman 0.5 < 0.99", "parity": {"passed": False}},
+             {"rejected": "estimated 900 MB would pass the memory budget"},
+             {"rejected": "2 workers x 2 threads need more than the 2 usable cores"}, {}]
+    for batch, user_attrs in zip((1, 2, 4, 1), attrs, strict=True):
+        study.add_trial(optuna.trial.create_trial(
+            params=EngineConfig(batch, 1, False, "fp32").to_dict(), user_attrs=user_attrs,
+            distributions={k: optuna.distributions.CategoricalDistribution(v) for k, v in space.dimensions().items()},
+            value=1.0))
+    assert [r.cause for r in trial_records(study)] == ["parity", "memory", "cores", None]
