@@ -165,3 +165,20 @@ def test_a_bad_int8_variant_is_one_line(matmuls):
 
     with pytest.raises(ModelError, match=r"int8_variant\.matmuls"):
         Int8Variant.from_dict({"scales": "per-token", "fp32_nodes": [], "matmuls": matmuls})
+
+
+def test_an_unquoted_yaml_boolean_is_the_keys_boolean(tuned, tmp_path):
+    """Item 12: `ONNX_CPU_MEM_ARENA: false` (a YAML boolean) was refused with "must be true or false"."""
+    import yaml
+
+    work = _copy(tuned, tmp_path)
+    path = work / "profiles" / "t.yaml"
+    data = yaml.safe_load(path.read_text())
+    key = f"{P}ONNX_CPU_MEM_ARENA"
+    written = data["env"][key]
+    _edit_env(work, key, written == "true")  # type: ignore[arg-type]
+    assert f"{key}: {written}\n" in path.read_text()  # unquoted: YAML reads a boolean
+    status, _, err = run_in(work, ["apply", "--profile", "profiles/t.yaml", "--env-file", ".env", "--force"],
+                            chdir=True)
+    assert status == ExitStatus.OK, err
+    assert f"{key}={written}\n" in (work / ".env").read_text()

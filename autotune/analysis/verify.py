@@ -19,6 +19,7 @@ from autotune.errors import OptionsError, UpstreamError, WorkloadError
 from autotune.hindsight.client import check_url, post_with_retry, recall_path, server_version
 from autotune.hindsight.keys import DEFAULT_ENCODING
 from autotune.hindsight.trace import positive_seconds, rerank_phase_seconds
+from autotune.runtime.targets.key_spec import env_texts
 from autotune.search.scope import Agreement, compare_results
 from autotune.search.selfcheck import SelfCheck
 from autotune.search.stats import percentile, relative_spread
@@ -175,7 +176,7 @@ def profile_cap(profile: dict[str, Any] | None) -> CandidateCap | None:
     user's `.env` already set when it was tuned; None without one."""
     if profile is None:
         return None
-    env = {str(k): str(v) for k, v in (profile.get("env") or {}).items()}
+    env = env_texts(profile.get("env") or {})
     if CAP_KEY in env:
         return cap_from_env(env)
     tuned = (profile.get("workload") or {}).get("candidate_cap") or {}

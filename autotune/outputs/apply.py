@@ -22,7 +22,7 @@ from autotune.outputs.ownership import check_compose_out, refuse_collisions
 from autotune.outputs.profile import load_profile, profile_target
 from autotune.outputs.rebuild import restore_model
 from autotune.runtime.targets import get_target
-from autotune.runtime.targets.key_spec import check_keys
+from autotune.runtime.targets.key_spec import check_keys, env_texts
 
 
 @dataclass
@@ -69,7 +69,7 @@ def apply_profile(path: Path, host: HostInfo, *, env_file: Path, compose_file: P
     keys = profile.get("env")
     if not isinstance(keys, dict) or not keys:
         raise OptionsError(f"profile {path} has no `env` keys (written before autotune 0.3): rerun autotune run")
-    keys = {str(k): str(v) for k, v in keys.items()}
+    keys = env_texts(keys)
     target = get_target(profile_target(profile))
     # a profile is input: it may set exactly the keys its target writes, each of the type its reader takes
     check_keys(keys, {**target.env_spec, **SCOPE_SPEC}, source=f"profile {path}")

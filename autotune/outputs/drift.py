@@ -9,6 +9,7 @@ from typing import Any
 from autotune.host import HostInfo
 from autotune.outputs.envfile import managed_values
 from autotune.outputs.profile import profile_config, profile_target
+from autotune.runtime.targets.key_spec import env_texts
 
 ADVICE = "rerun autotune run"
 
@@ -114,7 +115,7 @@ def expected_env(profile: dict[str, Any], config: Any) -> tuple[dict[str, str], 
     target = get_target(profile_target(profile))
     recorded = profile.get("env")
     if isinstance(recorded, dict):
-        return {str(k): str(v) for k, v in recorded.items()}, target.config_keys
+        return env_texts(recorded), target.config_keys
     ctx = EnvContext(model_ref=str(profile.get("model", {}).get("ref", "default")), model_dir=None, tei_url="",
                      tei_batch_size=0, max_tokens=0, usable_cores=1)
     return target.env_keys(config, ctx), target.config_keys

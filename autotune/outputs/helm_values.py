@@ -18,6 +18,7 @@ import yaml
 from autotune.errors import OptionsError
 from autotune.outputs.profile import profile_target
 from autotune.runtime.targets import get_target
+from autotune.runtime.targets.key_spec import env_texts
 
 CHART_RERANKER_KEYS = frozenset({"enabled", "replicaCount", "image", "model", "port", "args", "env", "resources",
                                  "livenessProbe", "readinessProbe"})  # tei.reranker, as the chart documents it
@@ -43,7 +44,7 @@ def helm_values(profile: dict[str, Any], *, image: str, tei_url: str, replicas: 
     refusal = get_target(profile_target(profile)).helm_refusal()
     if refusal is not None:
         raise OptionsError(refusal)
-    env = {str(k): str(v) for k, v in (profile.get("env") or {}).items()}
+    env = env_texts(profile.get("env") or {})
     if not env:
         raise OptionsError("the profile has no `env` keys (written before autotune 0.3): rerun autotune run")
     repository, _, tag = image.rpartition(":") if ":" in image.rsplit("/", 1)[-1] else (image, "", "latest")

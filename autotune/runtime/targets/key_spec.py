@@ -20,6 +20,16 @@ _DIGITS = re.compile(r"(?:0|[1-9][0-9]{0,9})\Z")
 _PLAIN = re.compile(r"[A-Za-z0-9_./:@+,=%~ -]+\Z")
 
 
+def env_text(value: object) -> str:
+    """A profile's value as the `.env` text it stands for: YAML reads an unquoted `true` as a boolean, which is
+    the key's `true`, not Python's `True`."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def env_texts(values: Mapping[object, object]) -> dict[str, str]:
+    return {str(k): env_text(v) for k, v in values.items()}
+
+
 def positive_int(value: str | None) -> int | None:
     """A key's value as Hindsight's readers take it leniently: a positive integer, else None (unset, empty,
     not a number, or below 1), so the caller's default applies."""
