@@ -78,14 +78,9 @@ def local_model_dir(profile: Mapping[str, Any], override: Path | None = None, *,
     if problem is not None:
         raise OptionsError(f"the profile's model.dir {problem} (refused: it becomes the .env's model path)")
     path = Path(str(recorded))
-    inside = _inside(path, Path.cwd())
-    if not path.is_absolute() and not inside:
-        raise OptionsError(f"the profile's model.dir {str(recorded)!r} leads outside this directory: refused "
-                           "(pass --model-out to choose where the model goes)")
-    return path if inside or (reading and path.is_absolute() and path.is_dir()) else default
-
-
-def _inside(path: Path, root: Path) -> bool:
-    resolved = Path(os.path.realpath(root / path))
-    root = Path(os.path.realpath(root))
-    return resolved != root and root in resolved.parents
+    if any(part in (".", "..") for part in Path(str(recorded)).parts) or str(recorded).endswith("/."):
+        raise OptionsError(f"the profile's model.dir {str(recorded)!r} holds a '.' or '..' step: refused (pass "
+                           "--model-out to choose where the model goes)")
+    # one rule, by the path as written, whether or not `models/` is a link the user made to another disk
+    inside = not path.is_absolute() or Path.cwd() in path.parents
+    return path if inside or (reading and path.is_dir()) else default

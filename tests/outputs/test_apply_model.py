@@ -122,7 +122,8 @@ def test_a_profile_value_of_the_wrong_type_is_refused_and_nothing_is_written(fre
 
 
 @pytest.mark.parametrize(("field", "value", "says"), [
-    ("dir", "../../outside", "leads outside this directory"),
+    ("dir", "../../outside", "holds a '.' or '..' step"),
+    ("dir", "models/x/..", "holds a '.' or '..' step"),
     ("path_in_container", "/models/r:rw", "must be an absolute directory below /"),
     ("path_in_container", "/", "must be an absolute directory below /"),
 ])
@@ -140,3 +141,15 @@ def test_an_absolute_dir_from_the_tuning_host_is_not_where_this_node_builds(fres
     status, _out, err = apply()
     assert status == ExitStatus.OK, err
     assert not elsewhere.exists() and (fresh_node / "models" / "node" / "model.onnx").is_file()
+
+
+@pytest.mark.parametrize("recorded", [True, False])
+def test_a_symlinked_models_directory_is_used_whether_or_not_the_profile_records_dir(fresh_node, tmp_path_factory,
+                                                                                      recorded):
+    """Issue 50, item 13: one rule for `models/` as a link the user made (to another disk, say)."""
+    disk = tmp_path_factory.mktemp("disk")
+    (fresh_node / "models").symlink_to(disk, target_is_directory=True)
+    _tampered(fresh_node, lambda p: p["model"].__setitem__("dir", "models/node" if recorded else None))
+    status, _out, err = apply()
+    assert status == ExitStatus.OK, err
+    assert (disk / "node" / "model.onnx").is_file()
