@@ -68,3 +68,25 @@ def test_hindsight_in_process_is_never_cut(bundle):
 def test_without_a_plan_only_the_workload_is_measured(bundle):
     served = _measure(bundle, None)
     assert served.burst is None and served.served_mb > 0
+
+
+def report_sigint(out) -> None:  # type: ignore[no-untyped-def]
+    import signal
+
+    out.put(signal.getsignal(signal.SIGINT) == signal.SIG_IGN)
+
+
+def test_the_measuring_child_does_not_hear_ctrl_c():
+    """Issue 50, item 10: a Ctrl-C reached the spawned child too, which printed its own traceback."""
+    import multiprocessing
+    import signal
+
+    from autotune.search.served_memory import start_deaf_to_ctrl_c
+
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    before = signal.getsignal(signal.SIGINT)
+    child = ctx.Process(target=report_sigint, args=(out,), daemon=True)
+    start_deaf_to_ctrl_c(child)
+    assert out.get(timeout=60) is True and signal.getsignal(signal.SIGINT) is before
+    child.join(timeout=10)
