@@ -55,12 +55,12 @@ def test_ctrl_c_stops_cleanly_and_leaves_outputs_untouched(tmp_path, tiny_model_
     proc = _start(tmp_path, tiny_model_dir, workload_file, trials=400)
     try:
         _wait_for_trials(2, proc)
-        sent = time.monotonic()
+        at_signal = len(_finished_trials())
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=120)
     finally:
         proc.kill()
-    assert time.monotonic() - sent < 5
+    assert len(_finished_trials()) <= at_signal + 1  # it stopped in the trial it was in, not hundreds later
     assert proc.returncode == ExitStatus.INTERRUPTED
     assert "rerun the same command to resume" in err and "Traceback" not in err
     assert (tmp_path / ".env").read_bytes() == USER_ENV.encode()

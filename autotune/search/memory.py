@@ -78,6 +78,7 @@ class PeakRss:
         self.start_mb = 0.0
         self.peak_mb = 0.0
         self.exact = False
+        self.samples = 0  # how often the sampler has looked (a test can wait for it rather than for a clock)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -94,6 +95,7 @@ class PeakRss:
         process = psutil.Process()
         while not self._stop.wait(self.interval_s):
             self.peak_mb = max(self.peak_mb, process.memory_info().rss / MB)
+            self.samples += 1
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:

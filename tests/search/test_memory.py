@@ -10,13 +10,16 @@ from autotune.search.memory import ModelMemory, PeakRss, cgroup_memory_limit, de
 from autotune.search.objective import batch_shapes
 
 
-def _spike(mb: int, hold_s: float = 0.0) -> None:
+def _spike(mb: int, hold_s: float = 0.0, until=None) -> None:  # type: ignore[no-untyped-def]
     """Fresh anonymous pages, touched so they are resident. A `bytearray` may reuse heap pages an earlier test freed
     but the allocator kept resident; then RSS never grows and the instrument looks blind (it failed so in CI)."""
     with mmap.mmap(-1, mb * 2**20) as block:
         for page in range(0, len(block), mmap.PAGESIZE):
             block[page] = 1
         time.sleep(hold_s)
+        deadline = time.monotonic() + 60
+        while until is not None and not until() and time.monotonic() < deadline:
+            time.sleep(0.001)
 
 
 def test_peak_sees_a_freed_spike():
@@ -28,7 +31,8 @@ def test_peak_sees_a_freed_spike():
 def test_without_clear_refs_a_sampler_stands_in(monkeypatch, tmp_path):
     monkeypatch.setattr(memory, "_CLEAR_REFS", tmp_path / "missing" / "clear_refs")
     with PeakRss(interval_s=0.001) as peak:
-        _spike(200, hold_s=0.05)
+        seen = peak.samples
+        _spike(200, until=lambda: peak.samples >= seen + 2)  # held until the sampler has looked, however busy
     assert not peak.exact and peak.growth_mb > 150
 
 

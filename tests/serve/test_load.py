@@ -68,15 +68,15 @@ def test_a_wait_past_the_clients_time_out_is_refused_at_once_with_retry_after(ti
     service = slow(tiny_model_dir, client_timeout_s=1.0)
     with LiveServer(service) as live:
         assert httpx.post(live.url + "/rerank", json={"query": "q", "texts": DOCS}).status_code == 200  # measured
-        started = time.perf_counter()
         responses = asyncio.run(burst(live.url, 6))
         refused = [r for r in responses if r.status_code == 429]
         assert refused and all(r.status_code in (200, 429) for r in responses)
         assert all(int(r.headers["retry-after"]) >= 1 for r in refused)
         assert all(r.json()["error_type"] == "Overloaded" for r in refused)
-        # what was accepted could be answered within the client's time-out
-        assert time.perf_counter() - started < 1.0 + 2 * SlowService.delay
-        assert service.ran == 1 + len(responses) - len(refused)
+        # what was accepted could be answered within the client's time-out: counted, not timed on a busy host
+        accepted = len(responses) - len(refused)
+        assert accepted * SlowService.delay <= 1.0 + SlowService.delay
+        assert service.ran == 1 + accepted
 
 
 def recalls(url: str, settings: ClientSettings, n: int, texts: list[str]) -> list:  # type: ignore[type-arg]
@@ -102,13 +102,12 @@ def test_eight_hindsight_recalls_fail_with_its_defaults_and_all_succeed_with_the
 
     service = slow(tiny_model_dir, max_queue=16, client_timeout_s=1.0)
     with LiveServer(service) as live:
-        started = time.perf_counter()
         after = recalls(live.url, sized, 8, texts)
-        wall = time.perf_counter() - started
         assert metric(live.url, "autotune_dropped_requests") == 0
         assert metric(live.url, "autotune_abandoned_inference_seconds") == 0
     assert all(o.ok for o in after) and sum(o.attempts for o in after) == 8
-    assert service.ran == 8 and wall < 8 * SlowService.delay * 1.5
+    # for free: one permit per worker, so the server never held a second request to queue behind the first
+    assert service.ran == 8 and service.most_held == 1
 
 
 def test_shutdown_refuses_new_requests_with_503(tiny_model_dir):

@@ -42,6 +42,7 @@ class SlowService(RerankService):
         self.ran = 0
         self.running = 0
         self.peak = 0
+        self.most_held = 0  # the most requests the server held at once (queued or running), seen as each starts
         self._count = threading.Lock()
 
     def _score(self, engine, job):  # type: ignore[no-untyped-def]
@@ -49,6 +50,7 @@ class SlowService(RerankService):
             self.ran += 1
             self.running += 1
             self.peak = max(self.peak, self.running)
+            self.most_held = max(self.most_held, len(self._in_system))
         try:
             time.sleep(self.delay)
             return super()._score(engine, job)
