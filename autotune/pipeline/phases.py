@@ -34,7 +34,7 @@ from autotune.search.finalists import SearchResult, challenge, choose, finalists
 from autotune.search.int8_judge import int8_scatter
 from autotune.search.measure import Load, scores_of
 from autotune.search.memory import default_budget_mb, rss_mb
-from autotune.search.memory_guard import measuring
+from autotune.search.memory_guard import measuring, raise_budget
 from autotune.search.memory_report import calibrated_memory_model, memory_report
 from autotune.search.noise import Conditions, NoiseSample, trustworthiness, wait_quiet
 from autotune.search.objective import Objective
@@ -224,9 +224,17 @@ def race(t: Tuning, study: optuna.Study, refined: RefineResult | None) -> Raced:
     settings, objective, run = t.settings, t.objective, t.prepared
     space, pool, budget = objective.space, objective.pool, objective.memory_budget_mb
     skipped = objective.over_budget(space.baseline())
-    if skipped:  # the budget holds for every candidate, Hindsight's defaults included (issue 37)
-        t.stage(f"Hindsight's defaults are not raced: {skipped}; pass a larger --max-memory to compare against "
-                "them")
+    if skipped and settings.max_memory_mb is None:  # the budget bounds the pick, not what the host runs today
+        raised = objective.room_for_baseline(default_budget_mb(cap_mb=math.inf))
+        if raised is not None:
+            raise_budget(raised)
+            budget, skipped = raised, None
+            t.stage(f"memory budget raised to {raised:.0f} MB for the race, so that Hindsight's defaults, which "
+                    "this host runs today, race beside the pick (the pick was held to the budget)")
+    if skipped:  # no speedup can be stated: say why, and what would state it
+        t.stage(f"Hindsight's defaults are not raced, so no speedup over them is stated: {skipped} "
+                + ("(set with --max-memory; a larger one races them)" if settings.max_memory_mb is not None else
+                   "(more than this host can give the tuner)"))
     configs = finalists_from(study, space, settings.finalists, with_baseline=not skipped,
                              first=None if refined is None else refined.best, same=pool.effective,
                              beaten=() if refined is None else refined.beaten(),

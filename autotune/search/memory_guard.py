@@ -103,3 +103,13 @@ def check() -> None:
 def rearm() -> bool:
     """`MemoryGuard.rearm` on the active guard (True where there is none)."""
     return True if _active is None else _active.rearm()
+
+
+def raise_budget(budget_mb: float) -> None:
+    """The active guard watches a larger budget from now on (never a smaller one): the race may hold Hindsight's
+    defaults, which the host runs today, past the budget that bounds the pick (issue 50, item 16)."""
+    guard = _active
+    if guard is None or guard.budget_mb is None or budget_mb <= guard.budget_mb:
+        return
+    guard.limit_mb = (guard.limit_mb or 0.0) * budget_mb / guard.budget_mb
+    guard.budget_mb = budget_mb
