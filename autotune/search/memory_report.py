@@ -79,7 +79,8 @@ def memory_report(pool: ScoringPool, config: EngineConfig, workload: Workload, o
         pool.release()  # the child's peak is not the parent's to share
         served = measure_served(pool.bundle, has_vnni=has_vnni, traits=pool.traits, config=config,
                                 queries=workload.queries,
-                                plan=BurstPlan(objective.memory_model, budget_mb, server_module))
+                                plan=BurstPlan(objective.memory_model, budget_mb, server_module),
+                                variant=pool.int8_variant)
     peaks = [process_peak_mb()] + [t.user_attrs["rss_mb"] for t in study.get_trials(deepcopy=False)
                                    if "rss_mb" in t.user_attrs]
     return MemoryReport(served_mb=None if served is None else served.served_mb,

@@ -22,6 +22,7 @@ from typing import Any
 
 from autotune.runtime.engine import EngineConfig, EngineTraits
 from autotune.runtime.model import ModelBundle
+from autotune.runtime.quantize import Int8Variant
 from autotune.search.burst import BurstShape
 from autotune.search.memory import ESTIMATE_MARGIN, ModelMemory
 from autotune.workload.queries import Query
@@ -113,7 +114,7 @@ def _run_burst(engines: list[Any], rows: int) -> None:
 
 
 def _burst(bundle: ModelBundle, has_vnni: bool, traits: EngineTraits, config: EngineConfig, plan: BurstPlan,
-           base_mb: float, workload_longest: int) -> Burst:
+           base_mb: float, workload_longest: int, variant: Int8Variant) -> Burst:
     """At the model's length, or for the sidecar the longest that fits the budget; never shorter than the
     workload's longest pair, which must be scored as it was tuned (then the burst says it passes the budget)."""
     from autotune.runtime.sessions import EnginePool, warm_up
@@ -131,6 +132,7 @@ def _burst(bundle: ModelBundle, has_vnni: bool, traits: EngineTraits, config: En
         return Burst(config.workers, shape.rows_at(length), length, model_max, base_mb, base_mb + estimate,
                      estimate, within_budget=False, measured=False)
     pool = EnginePool(bundle, has_vnni=has_vnni, traits=replace(traits, max_tokens=length), max_sessions=1)
+    pool.use_int8(variant)
     engines = pool.serving(config)
     with PeakRss() as peak:
         warm_up(engines, config.batch_size)
@@ -140,7 +142,7 @@ def _burst(bundle: ModelBundle, has_vnni: bool, traits: EngineTraits, config: En
 
 
 def _child(bundle: ModelBundle, has_vnni: bool, traits: EngineTraits, config: dict[str, Any],
-           queries: list[Query], plan: BurstPlan | None, out: Any) -> None:
+           queries: list[Query], plan: BurstPlan | None, out: Any, variant: dict[str, Any]) -> None:
     try:
         if plan is not None and plan.server_module is not None:  # the serving process holds its HTTP server too
             importlib.import_module(plan.server_module)
@@ -152,6 +154,8 @@ def _child(bundle: ModelBundle, has_vnni: bool, traits: EngineTraits, config: di
 
         engine_config = EngineConfig.from_dict(config)
         pool = EnginePool(bundle, has_vnni=has_vnni, traits=traits, max_sessions=1)
+        int8 = Int8Variant.from_dict(variant)  # the int8 graph the run chose, not the default one
+        pool.use_int8(int8)
         base_mb = rss_mb()
         with PeakRss() as peak:
             replay(pool.engine(engine_config), queries)
@@ -159,7 +163,7 @@ def _child(bundle: ModelBundle, has_vnni: bool, traits: EngineTraits, config: di
         burst = None
         if plan is not None:
             longest = max((n for row in pool.pair_lengths(queries) for n in row), default=1)
-            burst = _burst(bundle, has_vnni, traits, engine_config, plan, base_mb, longest)
+            burst = _burst(bundle, has_vnni, traits, engine_config, plan, base_mb, longest, int8)
         out.put(("ok", (peak.start_mb, peak.peak_mb, burst)))
     except BaseException as exc:  # reported to the parent as one line; the child exits either way
         out.put(("error", f"{type(exc).__name__}: {exc}"))
@@ -180,12 +184,13 @@ def start_deaf_to_ctrl_c(child: Any) -> None:
 
 
 def measure_served(bundle: ModelBundle, *, has_vnni: bool, traits: EngineTraits, config: EngineConfig,
-                   queries: list[Query], plan: BurstPlan | None = None) -> ServedMemory | None:
+                   queries: list[Query], plan: BurstPlan | None = None,
+                   variant: Int8Variant | None = None) -> ServedMemory | None:
     """None when the child could not measure (it never takes the run down with it); with no `plan`, no burst."""
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    child = ctx.Process(target=_child, args=(bundle, has_vnni, traits, config.to_dict(), queries, plan, out),
-                        daemon=True)
+    child = ctx.Process(target=_child, args=(bundle, has_vnni, traits, config.to_dict(), queries, plan, out,
+                                             (variant or Int8Variant()).to_dict()), daemon=True)
     start_deaf_to_ctrl_c(child)
     try:
         status, value = out.get(timeout=TIMEOUT_S)

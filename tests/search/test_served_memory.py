@@ -90,3 +90,23 @@ def test_the_measuring_child_does_not_hear_ctrl_c():
     start_deaf_to_ctrl_c(child)
     assert out.get(timeout=60) is True and signal.getsignal(signal.SIGINT) is before
     child.join(timeout=10)
+
+
+def test_the_child_measures_the_int8_graph_the_run_chose(bundle, tmp_path, monkeypatch):
+    """Issue 50, item 15: the child measured the default (per-tensor) int8 graph, quantizing it inside the measured
+    process, and reported 1.72x the estimate for a per-token pick. It must load the chosen graph, built before."""
+    from dataclasses import replace
+
+    from autotune.runtime.quantize import Int8Variant
+    from autotune.runtime.sessions import EnginePool
+
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path / "cache"))
+    chosen = Int8Variant("per-token")
+    pool = EnginePool(bundle, has_vnni=False, traits=TRAITS)
+    pool.use_int8(chosen)
+    int8 = replace(CONFIG, precision="int8", workers=1)
+    pool.model_path(int8)  # what the run has by then: the chosen graph, cached
+    built = sorted(p.name for p in (tmp_path / "cache" / "int8").iterdir())
+    served = measure_served(bundle, has_vnni=False, traits=TRAITS, config=int8, queries=QUERIES, variant=chosen)
+    assert served is not None
+    assert sorted(p.name for p in (tmp_path / "cache" / "int8").iterdir()) == built  # no other graph was made
