@@ -209,8 +209,21 @@ def challenge(incumbent: Finalist, challenger: Finalist) -> tuple[Finalist, str]
                        + ("" if every_round else ", and not faster in every round") + ")")
 
 
+EXACTNESS = {"fp32": 0, "int8": 1}  # what changes the results least comes first
+
+
 def choose(finalists: list[Finalist]) -> tuple[Finalist, list[str]]:
+    """The fastest; but where the race cannot tell the fastest from an exacter finalist (their gap is within the
+    run-to-run spread), the exacter one: fp32 over int8, since a tie buys no speed for what int8 changes."""
     ranked = sorted(finalists, key=lambda f: f.latency.p95_ms)
     spreads = {f.config.label(): relative_spread(f.round_p95_ms) for f in finalists}
     gap = (ranked[1].latency.p95_ms / ranked[0].latency.p95_ms - 1.0) if len(ranked) > 1 else None
-    return ranked[0], noise_warnings(spreads, gap)
+    warnings = noise_warnings(spreads, gap)
+    leader, noise = ranked[0], max(spreads.values(), default=0.0)
+    tied = [f for f in ranked if f.latency.p95_ms / leader.latency.p95_ms - 1.0 < noise]
+    exact = min(tied, key=lambda f: (EXACTNESS.get(f.config.precision, 0), f.latency.p95_ms))
+    if EXACTNESS.get(exact.config.precision, 0) < EXACTNESS.get(leader.config.precision, 0):
+        warnings.append(f"{leader.config.label()} and {exact.config.label()} are tied within the noise "
+                        f"({exact.latency.p95_ms / leader.latency.p95_ms - 1.0:.1%} apart, spread {noise:.1%}): "
+                        f"picked {exact.config.precision}, which changes no result")
+    return exact, warnings

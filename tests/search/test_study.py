@@ -142,3 +142,16 @@ def test_each_rejected_trial_records_what_rejected_it():
             distributions={k: optuna.distributions.CategoricalDistribution(v) for k, v in space.dimensions().items()},
             value=1.0))
     assert [r.cause for r in trial_records(study)] == ["parity", "memory", "cores", None]
+
+
+def test_a_tie_goes_to_fp32():
+    """Issue 51, item 6: when the race cannot tell int8 from fp32, the pick is the one that changes no result."""
+    from dataclasses import replace
+
+    fp32 = _finalist([152, 149, 160])
+    int8 = replace(_finalist([150, 158, 146]), config=replace(fp32.config, precision="int8"))
+    winner, warnings = choose([int8, fp32])
+    assert winner is fp32 and any("tied within the noise" in w and "picked fp32" in w for w in warnings)
+    clear = replace(_finalist([100, 101, 100]), config=replace(fp32.config, precision="int8"))
+    winner, warnings = choose([clear, fp32])  # a clear win is int8's to keep
+    assert winner is clear and not any("picked fp32" in w for w in warnings)
