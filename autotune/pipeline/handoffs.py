@@ -16,6 +16,7 @@ import numpy as np
 import optuna
 
 from autotune.host import HostInfo
+from autotune.pipeline.budget import Plan
 from autotune.pipeline.options import RunOptions
 from autotune.runtime.engine import EngineTraits, ScoringPool
 from autotune.runtime.model import ModelBundle
@@ -59,13 +60,20 @@ class Prepared:
 
 @dataclass(frozen=True)
 class Loaded:
-    """The model, the pool that scores it, the fp32 reference, and the recording's self-check."""
+    """The model, the pool that scores it, the fp32 reference, the recording's self-check, and the time plan
+    made from what a pair costs here (`budget.Plan`: each phase's share of --timeout, and what it cut)."""
 
     bundle: ModelBundle
     traits: EngineTraits
     pool: ScoringPool
     reference: list[np.ndarray]
     recording: SelfCheck | None
+    plan: Plan | None = None
+
+    def ends(self, started: float, phase: str) -> float | None:
+        """The clock value by which `phase` must be done (None without a --timeout)."""
+        end = None if self.plan is None else self.plan.ends(phase)
+        return None if end is None else started + end
 
 
 @dataclass(frozen=True)
@@ -90,7 +98,11 @@ class Tuning:
 
     @property
     def settings(self) -> SearchSettings:
-        return self.prepared.settings
+        """The user's settings, with what the time plan cut to fit the --timeout."""
+        return self.loaded.plan.settings if self.loaded.plan is not None else self.prepared.settings
+
+    def ends(self, phase: str) -> float | None:
+        return self.loaded.ends(self.prepared.started, phase)
 
     @property
     def stage(self) -> Callable[[str], None]:

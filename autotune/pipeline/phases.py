@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import optuna
@@ -23,16 +24,18 @@ from autotune.host import HostProbe, default_probe, run_conditions
 from autotune.outputs.commit import check_outputs, write_outputs
 from autotune.outputs.envfile import read_text_exact, user_values
 from autotune.outputs.profile import check_name, load_profile, profile_config, profile_path
+from autotune.pipeline.budget import Costs, Plan, plan_run
 from autotune.pipeline.handoffs import Checked, Judged, Loaded, Picked, Prepared, Raced, Scoped, Searched, Tuning
 from autotune.pipeline.options import RunOptions, RunOutcome
 from autotune.pipeline.scoping import scope_phase
-from autotune.runtime.engine import EngineConfig, EngineTraits
+from autotune.runtime.engine import REFERENCE, EngineConfig, EngineTraits, ScoringPool
 from autotune.runtime.model import ModelBundle
 from autotune.runtime.space import SearchSpace
 from autotune.runtime.targets import SpaceLimits, Target, get_target
 from autotune.search.finalists import SearchResult, challenge, choose, finalists_from, rerace
 from autotune.search.int8_judge import int8_scatter
-from autotune.search.measure import Load, scores_of
+from autotune.search.int8_speed import SPEED_CONFIG, speed_sample
+from autotune.search.measure import Load, scores_of, seconds_per_pair
 from autotune.search.memory import default_budget_mb, rss_mb
 from autotune.search.memory_guard import measuring, raise_budget
 from autotune.search.memory_report import calibrated_memory_model, memory_report
@@ -51,8 +54,6 @@ from autotune.workload.candidate_cap import apply_cap, cap_from_env
 from autotune.workload.queries import Workload, load_workload
 
 ProgressFn = Callable[[optuna.Study, optuna.trial.FrozenTrial], None]
-SEARCH_SHARE = 0.6  # of --timeout: the TPE search; refinement may run until REFINE_SHARE; the re-race after
-REFINE_SHARE = 0.85
 
 
 def prepare(opts: RunOptions, *, probe: HostProbe | None = None,
@@ -133,6 +134,9 @@ def load(run: Prepared) -> Loaded:
     pool = target.pool(bundle, has_vnni=host.has_vnni, usable_cores=host.cores.usable, max_tokens=opts.max_tokens)
     first = run.workload.queries[0]  # a broken model fails here, before any progress is printed
     pool.engine(run.space.baseline()).score(first.query, first.documents[:2])
+    plan = time_plan(run, pool)  # a --timeout too short is refused here, before anything long is measured
+    for line in plan.lines():
+        run.stage(line)
     run.stage(f"computing the fp32 reference (batch size 1, no sort, {_max_tokens(bundle, traits)} tokens)")
     reference = fresh_reference(bundle, host.has_vnni, host.onnxruntime, run.workload, traits.max_tokens,
                                 note=run.stage)
@@ -140,16 +144,35 @@ def load(run: Prepared) -> Loaded:
     if recording is not None and not recording.passed and not opts.accept_mismatch:
         raise WorkloadError(f"the recording does not reproduce Hindsight's own scores: {recording.summary()} "
                             "(pass --accept-mismatch to tune on it anyway)")
-    return Loaded(bundle, traits, pool, reference, recording)
+    return Loaded(bundle, traits, pool, reference, recording, plan)
+
+
+COST_SAMPLE_PAIRS = 48  # pairs the cost of a pair is measured on before the plan: a second or two
+
+
+def time_plan(run: Prepared, pool: ScoringPool) -> Plan:
+    """What a pair costs here, at a good configuration and at the reference's, on a stratified sample; then the
+    plan that fits the run in --timeout (`budget.plan_run`)."""
+    sample = speed_sample(run.workload, pairs=COST_SAMPLE_PAIRS).queries
+    good = pool.engine(replace(SPEED_CONFIG, batch_size=min(SPEED_CONFIG.batch_size, run.space.batch_sizes[-1])))
+    costs = Costs(pair_s=seconds_per_pair(good, sample), reference_pair_s=seconds_per_pair(pool.engine(REFERENCE),
+                                                                                         sample),
+                  pairs=sum(len(q.documents) for q in run.workload.queries), queries=len(run.workload.queries),
+                  int8="int8" in run.space.precisions and pool.model_path(REFERENCE) is not None,
+                  concurrency=run.traffic.concurrency)
+    pool.release()
+    return plan_run(costs, run.settings, run.settings.trials_for(run.space))
 
 
 def precheck(run: Prepared, loaded: Loaded) -> Checked:
     """int8's parity and the fused graph, once each, so the search never tries what cannot pass; the objective."""
     run.stage("timing int8 against fp32, then judging it by the results it keeps where it is faster, and the "
               "fused graph, once before the search")
-    pool, settings = loaded.pool, run.settings
+    pool = loaded.pool
+    settings = loaded.plan.settings if loaded.plan is not None else run.settings
     space, dropped, int8 = prechecked(run.space, pool, run.workload, loaded.reference, settings.int8_tolerance,
-                                      has_vnni=run.host.has_vnni, speed_first=run.opts.precisions is None)
+                                      has_vnni=run.host.has_vnni, speed_first=run.opts.precisions is None,
+                                      until=loaded.ends(run.started, "int8"))
     for line in int8.lines() if int8 is not None else ():
         run.stage(line)
     for d in dropped:
@@ -158,7 +181,8 @@ def precheck(run: Prepared, loaded: Loaded) -> Checked:
     lengths = pool.pair_lengths(run.workload.queries)
     objective = Objective(pool, run.workload, loaded.reference, space, settings, memory_budget_mb=budget_mb,
                           memory_model=calibrated_memory_model(loaded.bundle, pool, run.workload, lengths),
-                          lengths=lengths, load=run.traffic)
+                          lengths=lengths, load=run.traffic,
+                          max_queries=None if loaded.plan is None else loaded.plan.trial_queries)
     if settings.max_memory_mb is None:  # the default budget, not the user's: room for what they run today
         raised = objective.room_for_baseline(default_budget_mb(cap_mb=math.inf))
         if raised is not None:
@@ -184,24 +208,23 @@ def search(t: Tuning, store: optuna.storages.BaseStorage, progress: ProgressFn |
     wait_s = run.opts.wait_quiet_s
     if wait_s and not wait_quiet(run.host.cores.usable, wait_s, on_wait=waiting):
         run.stage(f"the host is still busy after {wait_s:.0f} s: measuring anyway, and saying so")
-    trials = settings.trials_for(t.space)
+    trials = settings.trials_for(t.space) if t.loaded.plan is None else t.loaded.plan.trials
     concurrency = run.traffic.concurrency
     under = "" if concurrency == 1 else f", each timed under {concurrency} concurrent recalls"
     run.stage(f"searching {t.space.size()} configurations of the `{run.target.name}` target with {trials} "
               f"trials{under} (study {study_name})")
     resumed = run_study(study, t.objective, trials, on_trial=progress, gate=lambda: shared_lock(store),
-                        timeout_s=_phase_left(run.deadline, SEARCH_SHARE, run.started, settings.timeout_s))
+                        timeout_s=_left(t.ends("search")))
     return Searched(study, study_name, trials, resumed)
 
 
 def refine(t: Tuning, study: optuna.Study) -> RefineResult | None:
     """Hill-climb from the search's best feasible trial (see `refine`); None when refinement is off."""
-    settings, objective, run = t.settings, t.objective, t.prepared
+    settings, objective = t.settings, t.objective
     best = best_feasible_config(study)
     if best is None or settings.refine_rounds == 0:
         return None
-    deadline = (None if run.deadline is None or settings.timeout_s is None
-                else run.started + REFINE_SHARE * settings.timeout_s)
+    deadline = t.ends("refine")
     t.stage(f"refining from {best.label()}: one knob at a time, interleaved, until none wins")
     measuring(f"the refinement from {best.label()}")
     refiner = Refiner(objective.pool, objective.workload, objective.space, objective.reference, settings.tolerance,
@@ -253,7 +276,7 @@ def race(t: Tuning, study: optuna.Study, refined: RefineResult | None) -> Raced:
     t.stage(f"re-measuring {len(configs)} finalists interleaved, {settings.final_rounds} rounds "
             f"(up to {2 * settings.final_rounds} for those within {NOISY_SPREAD:.0%} of the fastest)")
     finalists = rerace(pool, objective.workload, configs, settings.final_rounds, baseline_first=not skipped,
-                       load=objective.load, tie_rounds=settings.final_rounds, until=run.deadline)
+                       load=objective.load, tie_rounds=settings.final_rounds, until=t.ends("race"))
     extended = [f.config.label() for f in finalists if len(f.round_p95_ms) > settings.final_rounds]
     if extended:
         t.stage(f"near tie: {', '.join(extended)} ran {max(len(f.round_p95_ms) for f in finalists)} rounds")
@@ -303,8 +326,9 @@ def judge(t: Tuning, searched: Searched, refined: RefineResult | None, raced: Ra
                              run.traffic)
         run.stage(f"chose {served.choice}")
     noise = monitor.warnings + raced.noise
-    int8_sample = (int8_scatter(pool, winner.config, workload, t.reference, checked.int8)
-                   if checked.int8_considered else None)
+    judged = checked.int8_considered and (checked.int8 is None or bool(checked.int8.reports))
+    int8_sample = (int8_scatter(pool, winner.config, workload, t.reference, checked.int8) if judged
+                   else None if checked.int8 is None else {"judged": checked.int8.to_dict()})
     memory = memory_report(pool, winner.config, workload, t.objective, checked.budget_mb, searched.study,
                            run.host.has_vnni, server_module=run.target.server_module)
     conditions = Conditions(run_conditions(), monitor, trustworthiness(noise, settings.final_rounds),
@@ -346,10 +370,8 @@ def check_hindsight_version(workload: Workload, target: Target) -> None:
                                f"reranker (new in {need}): use --target tei, or upgrade Hindsight")
 
 
-def _phase_left(deadline: float | None, share: float, started: float, timeout_s: float | None) -> float | None:
-    if deadline is None or timeout_s is None:
-        return None
-    return max(0.0, started + share * timeout_s - time.monotonic())
+def _left(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
 def timed_digest(run: Prepared, loaded: Loaded, checked: Checked) -> str:
@@ -359,8 +381,12 @@ def timed_digest(run: Prepared, loaded: Loaded, checked: Checked) -> str:
     import hashlib
 
     chosen = None if checked.int8 is None or checked.int8.chosen is None else checked.int8.chosen.tag()
+    sampled = None if loaded.plan is None or loaded.plan.trial_queries >= len(run.workload.queries) else (
+        loaded.plan.trial_queries)  # a trial's p95 over a sample of the queries is another figure
     timed = [checked.space.digest(), _max_tokens(loaded.bundle, loaded.traits), run.traffic.concurrency,
              None if run.cap is None else [run.cap.max_tokens, run.cap.encoding], chosen]
+    if sampled is not None:
+        timed.append(sampled)
     return hashlib.sha256(repr(timed).encode()).hexdigest()[:8]
 
 

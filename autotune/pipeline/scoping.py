@@ -108,7 +108,8 @@ def scope_phase(t: Tuning, picked: Picked, *, gate: ResultGate, tune_pool: bool)
         outcome.note = "no smaller pool or shorter candidate keeps the results above the floor"
         t.stage(f"pool: {outcome.note}")
         return outcome
-    if run.deadline is not None and time.monotonic() >= run.deadline:
+    ends = t.ends("scope")
+    if ends is not None and time.monotonic() >= ends:
         outcome.note = "the --timeout ran out before the scopes that pass the gate could be raced: whole pool kept"
         t.stage(f"pool: {outcome.note}")
         return outcome
@@ -196,7 +197,7 @@ def _refined(t: Tuning, start: EngineConfig, scope: Scope, shaped: Shaped) -> En
         return start
     reference = fp32_reference(t, scope, shaped)
     refiner = Refiner(t.pool, shaped.workload, t.space, reference, t.settings.tolerance,
-                      rounds=t.settings.refine_rounds, deadline=t.prepared.deadline,
+                      rounds=t.settings.refine_rounds, deadline=t.ends("scope"),
                       admissible=t.objective.over_budget, load=t.prepared.traffic)
     best = refiner.climb(start).best
     if best != start:

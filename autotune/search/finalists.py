@@ -220,7 +220,7 @@ def choose(finalists: list[Finalist]) -> tuple[Finalist, list[str]]:
     gap = (ranked[1].latency.p95_ms / ranked[0].latency.p95_ms - 1.0) if len(ranked) > 1 else None
     warnings = noise_warnings(spreads, gap)
     leader, noise = ranked[0], max(spreads.values(), default=0.0)
-    tied = [f for f in ranked if f.latency.p95_ms / leader.latency.p95_ms - 1.0 < noise]
+    tied = [f for f in ranked if f is leader or f.latency.p95_ms / leader.latency.p95_ms - 1.0 < noise]
     exact = min(tied, key=lambda f: (EXACTNESS.get(f.config.precision, 0), f.latency.p95_ms))
     if EXACTNESS.get(exact.config.precision, 0) < EXACTNESS.get(leader.config.precision, 0):
         warnings.append(f"{leader.config.label()} and {exact.config.label()} are tied within the noise "

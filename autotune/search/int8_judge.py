@@ -64,12 +64,15 @@ class Int8Verdict:
     sensitivity: str | None = None  # how the fallback's sensitivities were had: "measured" or "cached"
     unbuilt: tuple[tuple[Int8Variant, str], ...] = ()  # variants this model's graph cannot be made into, and why
     speed: Int8Speed | None = None  # int8's speed against fp32, measured before any of this was judged
+    fallback_skipped: str | None = None  # why the fallback did not run where no variant passed
 
     def lines(self) -> list[str]:
         out = [] if self.speed is None else [self.speed.line()]
         out += [f"int8 {v.label()}: cannot be built: {why}" for v, why in self.unbuilt]
         out += [f"int8 {v.label()}: {r.results()}: " + ("passes" if r.passed else f"fails: {r.reason()}")
                 for v, r in self.reports]
+        if self.fallback_skipped is not None:
+            out.append(f"int8 fallback not run: {self.fallback_skipped}")
         if self.sensitivity is not None:
             out.append(f"int8 fallback: MatMul sensitivities {self.sensitivity}; {len(self.reports)} variants "
                        f"judged in {self.seconds:.0f} s")
@@ -87,30 +90,44 @@ class Int8Verdict:
 
 
 def judge_int8(pool: ScoringPool, workload: Workload, reference: list[np.ndarray], tolerance: Tolerance, *,
-               has_vnni: bool, fallback: bool = True, speed: Int8Speed | None = None) -> Int8Verdict:
+               has_vnni: bool, fallback: bool = True, speed: Int8Speed | None = None,
+               until: float | None = None) -> Int8Verdict:
     """The first variant that passes, left as what the pool runs for int8; else the fallback's, else None.
     With `speed` (measured first), only the variants faster than fp32 beyond the noise are judged, and the
-    fallback runs only where int8 is fast enough that keeping some MatMuls in fp32 can still pay."""
+    fallback runs only where int8 is fast enough that keeping some MatMuls in fp32 can still pay, and (`until`, a
+    clock value: the time plan's end for int8) only where its estimated cost fits what is left."""
     started = time.monotonic()
     source = pool.model_path(REFERENCE)
     matmuls = weight_matmuls(source) if source is not None else []
     reports: list[tuple[Int8Variant, ParityReport]] = []
     unbuilt: list[tuple[Int8Variant, str]] = []
+    one_variant_s = 0.0  # what judging one variant on the whole workload took, building it included
     for scales in SCALES if speed is None else speed.worth_judging():
         variant = Int8Variant(scales, matmuls=len(matmuls))
         pool.use_int8(variant)
+        clock = time.monotonic()
         try:
             report = compare(reference, scores_of(pool, judged_at(scales), workload), tolerance)
         except ModelError as exc:
             unbuilt.append((variant, str(exc)))
             continue
+        one_variant_s = max(one_variant_s, time.monotonic() - clock)
         reports.append((variant, report))
         if report.passed:
             return Int8Verdict(tuple(reports), variant, time.monotonic() - started, unbuilt=tuple(unbuilt),
                                speed=speed)
     pool.release()
     pays = speed is None or speed.best() >= FALLBACK_WORTH
-    if not fallback or not pays or source is None or len(matmuls) < 2 or not reports:
+    fits = until is None or time.monotonic() + fallback_cost_s(one_variant_s, len(matmuls), workload) <= until
+    if not fallback or not pays or not fits or source is None or len(matmuls) < 2 or not reports:
+        if fallback and reports and not fits:
+            skipped = "its estimated cost passes the time plan's share for int8"
+        elif fallback and reports and not pays:
+            skipped = f"int8 is {speed.best():.2f}x fp32 at best here, too little to pay for MatMuls kept in fp32"  # type: ignore[union-attr]
+        else:
+            skipped = None
+        return Int8Verdict(tuple(reports), None, time.monotonic() - started, unbuilt=tuple(unbuilt), speed=speed,
+                           fallback_skipped=skipped)
         return Int8Verdict(tuple(reports), None, time.monotonic() - started, unbuilt=tuple(unbuilt), speed=speed)
     scales = max(reports, key=lambda vr: vr[1].topk_mean)[0].scales  # the closest variant, refined
     sensitivity, how = sensitivities(pool, source, workload, reference, scales=scales, has_vnni=has_vnni)
@@ -132,6 +149,13 @@ def judge_int8(pool: ScoringPool, workload: Workload, reference: list[np.ndarray
     if chosen is not None:
         pool.use_int8(chosen)
     return Int8Verdict(tuple(reports), chosen, time.monotonic() - started, how, tuple(unbuilt), speed)
+
+
+def fallback_cost_s(one_variant_s: float, matmuls: int, workload: Workload) -> float:
+    """The fallback's cost from what one variant cost on the whole workload: each MatMul measured alone on the
+    sensitivity sample, then a bisection's variants on the held-out queries."""
+    share = min(1.0, SENSITIVITY_QUERIES / max(1, len(workload.queries)))
+    return one_variant_s * (matmuls * share + math.ceil(math.log2(max(2, matmuls))) * (1.0 - share / 2))
 
 
 def bisect_quantized(total: int, judged: Callable[[int], tuple[Int8Variant, ParityReport]]) -> Int8Variant | None:

@@ -41,6 +41,15 @@ def replay(engine: Scoring, queries: Sequence[Query], *, keep_scores: bool = Fal
     return _pass(results, [r.total_s for r in results], keep_scores)
 
 
+def seconds_per_pair(engine: Scoring, queries: Sequence[Query]) -> float:
+    """What one pair costs this engine on these queries, after one warm-up query (thread pools, arenas)."""
+    replay(engine, queries[:1])
+    pairs = sum(len(q.documents) for q in queries)
+    started = time.perf_counter()
+    replay(engine, queries)
+    return (time.perf_counter() - started) / max(1, pairs)
+
+
 def scores_of(pool: ScoringPool, config: EngineConfig, workload: Workload) -> list[np.ndarray]:
     """A configuration's scores for every query of the workload, one query at a time."""
     return replay(pool.engine(config), workload.queries, keep_scores=True).scores

@@ -60,14 +60,14 @@ class Objective:
     def __init__(self, pool: ScoringPool, workload: Workload, reference: list[np.ndarray],
                  space: SearchSpace, settings: SearchSettings, *, memory_budget_mb: float | None = None,
                  memory_model: ModelMemory | None = None, lengths: Sequence[Sequence[int]] | None = None,
-                 load: Load | None = None) -> None:
+                 load: Load | None = None, max_queries: int | None = None) -> None:
         self.pool, self.workload, self.reference = pool, workload, reference
         self.load = load or Load()
         self.space, self.settings = space, settings
         self.memory_budget_mb = memory_budget_mb
         self.memory_model, self.lengths = memory_model, lengths
-        self.order = rung_order(workload)
-        self.rungs = rung_sizes(len(workload.queries), settings.halving)
+        self.order = rung_order(workload)  # a trial measures its first `max_queries` (the time plan's sample)
+        self.rungs = rung_sizes(min(len(workload.queries), max_queries or len(workload.queries)), settings.halving)
 
     def __call__(self, trial: optuna.Trial) -> float:
         config = self.space.suggest(trial)

@@ -32,7 +32,7 @@ def test_the_phases_run_in_order_and_report_each_trial(tmp_path, tiny_model_dir,
                               profile_dir=tmp_path / "profiles", compose_file=None, model_out=tmp_path / "model",
                               settings=SearchSettings(trials=4, repeats=1, final_rounds=1)),
                    on_stage=stages.append, progress=lambda _study, trial: trials.append(trial.number))
-    order = ["computing the fp32 reference", "judging int8", "searching", "refining", "re-measuring",
+    order = ["plan:", "computing the fp32 reference", "timing int8", "searching", "refining", "re-measuring",
              "pool:"]
     seen = [next(i for i, s in enumerate(stages) if s.startswith(prefix)) for prefix in order]
     assert seen == sorted(seen), stages

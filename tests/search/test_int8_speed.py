@@ -36,7 +36,8 @@ def test_a_slow_int8_leaves_the_space_unjudged(setup, monkeypatch):
     space = SPACE.narrowed(precisions=("fp32", "int8"))
     narrowed, dropped, verdict = prechecks.prechecked(space, pool, workload, reference, INT8_TOLERANCE,
                                                       has_vnni=False, speed_first=True)
-    assert narrowed.precisions == ("fp32",) and verdict is None
+    assert narrowed.precisions == ("fp32",) and verdict is not None and verdict.chosen is None
+    assert verdict.reports == () and verdict.lines() == [SLOW.line()]
     assert [d.knob for d in dropped] == ["precision"] and "not judged" in dropped[0].reason
 
 

@@ -57,7 +57,7 @@ def test_a_loaded_replay_counts_the_queue_in_each_latency_and_serves_one_query_p
     Sleeper.peak = 0
     one = replay_loaded([Sleeper(0.1)], queries, concurrency=4)
     assert Sleeper.peak == 1
-    assert max(one.seconds) >= 0.4 - 1e-3  # the last waited behind three others (a sleep is never shorter)
+    assert max(one.seconds) >= 0.35  # the last waited behind three others (a VM's sleep can end a little early)
     Sleeper.peak = 0
     two = replay_loaded([Sleeper(0.1), Sleeper(0.1)], queries, concurrency=4, keep_scores=True)
     assert Sleeper.peak == 2 and len(two.scores) == 4  # two workers served two queries at once

@@ -155,3 +155,5 @@ def test_a_tie_goes_to_fp32():
     clear = replace(_finalist([100, 101, 100]), config=replace(fp32.config, precision="int8"))
     winner, warnings = choose([clear, fp32])  # a clear win is int8's to keep
     assert winner is clear and not any("picked fp32" in w for w in warnings)
+    one_round = [replace(_finalist([120]), config=replace(fp32.config, precision="int8")), _finalist([130])]
+    assert choose(one_round)[0] is one_round[0]  # one round has no spread: no tie, the faster
