@@ -132,7 +132,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     opts = options_from(args)
     settings = opts.settings
     with TrialProgress(settings.trials, err) as progress:
-        outcome = tune(opts, progress=progress.update, on_stage=progress.stage)
+        outcome = tune(opts, progress=progress.update, on_stage=progress.stage, on_phase=progress.phase)
     print(format_result(outcome.result), file=out)
     if outcome.profile["noise"].get("note"):
         print(f"warning: {outcome.profile['noise']['note']}", file=out)

@@ -53,8 +53,10 @@ def check_profile(profile: dict[str, Any], host: HostInfo, *, env_file: Path | N
         if env_file.exists():
             from autotune.outputs.envfile import effective_values
 
+            said = " ".join(drifts)  # a block key already reported is not reported twice
             drifts += [f"{env_file}: {line}: {ADVICE}" for line in
-                       env_problems(profile, effective_values(env_file), host, positions=bundle.max_length)]
+                       env_problems(profile, effective_values(env_file), host, positions=bundle.max_length)
+                       if line.split(" ", 1)[0] not in said]
     if emitted:
         drifts += emitted_drift(profile, env_file=env_file, model_out=model_out)
     return drifts

@@ -6,8 +6,8 @@ small sample (`Costs`, a second or two), each phase's time is estimated from it 
 passes `--timeout` the phases shrink their work in a fixed order, each cut said: the search's trials (down to a
 real search, `MIN_TRIALS`), refinement's rounds, the race's rounds, refinement itself, then the queries a trial
 measures (the search's fixed shuffle, cut to a sample). A budget too small even for that is refused before
-measuring, naming the time the run needs. Each phase then ends at its planned offset from the start
-(`Plan.ends`), so a phase that runs long eats into its own share, not the next one's.
+measuring, naming the time the run needs. Each phase then gets its share of what is left of the budget when it
+begins (`Plan.ends`), so one that ran long shrinks the later ones alike and none is starved.
 
 The estimates are arithmetic on a measured cost, not a promise: a trial's configuration may be slower than the
 sampled one, and a loaded host slows everything. The deadlines, not the estimates, keep the promise.
@@ -28,6 +28,7 @@ PHASES = ("reference", "int8", "search", "refine", "race", "scope", "commit")
 REFINE_STEPS, NEIGHBOURS = 2, 6  # a hill climb's usual length, and the neighbours a step measures
 SCOPES_RACED = 3  # pool and token scopes that usually pass the gate and race the whole pool
 TIE_FACTOR = 1.5  # near ties run more rounds
+LATER_MARGIN = 1.5  # what the search leaves the phases after it, over their estimates (estimates are rough)
 COMMIT_FIXED_S = 20.0  # the memory child, the served burst, the tokenizer check, the writes
 INT8_SPEED_PASSES = 15  # fp32 and two int8 variants, five rounds each, on about one recall's pairs
 INT8_JUDGED_PASSES = 2  # a variant or two judged on the whole workload, in batches
@@ -43,6 +44,7 @@ class Costs:
     queries: int
     int8: bool  # int8 is in the space: its speed is measured and it may be judged
     concurrency: int = 1  # recalls at once each candidate is timed under
+    session_s: float = 0.0  # making one session: every trial, neighbour and finalist makes its own
 
     @property
     def replay_s(self) -> float:
@@ -65,18 +67,24 @@ class Plan:
     def total_s(self) -> float:
         return sum(s for _, s in self.phases)
 
-    def ends(self, phase: str) -> float | None:
-        """Seconds from the run's start by which `phase` must be done (None without --timeout): its planned end,
-        scaled so that the plan fills the budget (spare time goes to every phase alike, the search most)."""
-        if self.timeout_s is None:
+    def estimated(self, phase: str) -> float:
+        return dict(self.phases)[phase]
+
+    def ends(self, phase: str, deadline: float | None, now: float) -> float | None:
+        """The clock value by which `phase`, beginning `now`, must be done (None without a deadline): its share of
+        what is left until the run's `deadline`, by the estimates of it and of the phases after it, so that a
+        phase before it that ran long shrinks every later one alike and starves none. Spare time goes to the
+        search (more trials), which leaves the phases after it `LATER_MARGIN` times their estimates."""
+        if deadline is None:
             return None
-        scale = self.timeout_s / max(self.total_s, 1e-9)
-        done = 0.0
-        for name, seconds in self.phases:
-            done += seconds * scale
-            if name == phase:
-                return done
-        raise KeyError(phase)
+        names = [name for name, _ in self.phases]
+        later = sum(seconds for _, seconds in self.phases[names.index(phase) + 1:])
+        rest = self.estimated(phase) + later
+        share = self.estimated(phase) / rest if rest > 0 else 1.0
+        end = now + max(0.0, deadline - now) * share
+        if phase == "search":
+            end = max(end, deadline - LATER_MARGIN * later)
+        return end
 
     def lines(self) -> list[str]:
         total = self.total_s
@@ -99,7 +107,7 @@ def estimate(costs: Costs, settings: SearchSettings, *, trials: int, trial_queri
     # a trial's configuration lies anywhere between a good one and one as slow as the reference's batch 1
     trial_pair_s = (costs.pair_s + costs.reference_pair_s) / 2
     halving = 0.6 if settings.halving and trial_queries >= 4 else 1.0  # most trials stop at an early rung
-    trial = (settings.repeats * halving * trial_queries + 2) * per_query * trial_pair_s
+    trial = (settings.repeats * halving * trial_queries + 2) * per_query * trial_pair_s + costs.session_s
     sample = min(costs.pairs, 300)
     finalists = settings.finalists + 1  # and the baseline
     return {
@@ -107,9 +115,10 @@ def estimate(costs: Costs, settings: SearchSettings, *, trials: int, trial_queri
         "int8": (INT8_SPEED_PASSES * sample * costs.pair_s + INT8_JUDGED_PASSES * costs.replay_s) if costs.int8
         else 0.0,
         "search": trials * trial,
-        "refine": REFINE_STEPS * NEIGHBOURS * settings.refine_rounds * replay,
-        "race": finalists * (settings.final_rounds * TIE_FACTOR + 1) * replay,
-        "scope": (SCOPES_RACED * settings.final_rounds + 2) * replay,
+        "refine": REFINE_STEPS * NEIGHBOURS * (settings.refine_rounds * replay + costs.session_s)
+        if settings.refine_rounds else 0.0,
+        "race": finalists * ((settings.final_rounds * TIE_FACTOR + 1) * replay + costs.session_s),
+        "scope": (SCOPES_RACED * settings.final_rounds + 2) * replay + SCOPES_RACED * costs.session_s,
         "commit": COMMIT_FIXED_S + 2 * costs.replay_s,
     }
 

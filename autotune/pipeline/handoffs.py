@@ -8,6 +8,7 @@ value, so each can be called alone with values a test builds.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +53,7 @@ class Prepared:
     started: float
     deadline: float | None
     committed: dict[str, Any] | None  # the profile an earlier run wrote at this path (not with --fresh)
+    phase: Callable[[str, float | None], None] = lambda _name, _seconds: None  # a phase begins, its estimate
 
     @property
     def settings(self) -> SearchSettings:
@@ -70,10 +72,9 @@ class Loaded:
     recording: SelfCheck | None
     plan: Plan | None = None
 
-    def ends(self, started: float, phase: str) -> float | None:
-        """The clock value by which `phase` must be done (None without a --timeout)."""
-        end = None if self.plan is None else self.plan.ends(phase)
-        return None if end is None else started + end
+    def ends(self, phase: str, deadline: float | None) -> float | None:
+        """The clock value by which `phase`, beginning now, must be done (None without a --timeout)."""
+        return None if self.plan is None else self.plan.ends(phase, deadline, time.monotonic())
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,12 @@ class Tuning:
         return self.loaded.plan.settings if self.loaded.plan is not None else self.prepared.settings
 
     def ends(self, phase: str) -> float | None:
-        return self.loaded.ends(self.prepared.started, phase)
+        return self.loaded.ends(phase, self.prepared.deadline)
+
+    def begin(self, phase: str) -> None:
+        """Say that `phase` begins, with the plan's estimate of it (a progress bar's ETA)."""
+        plan = self.loaded.plan
+        self.prepared.phase(phase, None if plan is None else plan.estimated(phase))
 
     @property
     def stage(self) -> Callable[[str], None]:

@@ -10,6 +10,7 @@ memory figures, the conditions, the result) -> commit (`outputs.commit`).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable
@@ -47,7 +48,7 @@ from autotune.search.refine import Refiner, RefineResult, neighbours_summary
 from autotune.search.selfcheck import logits_from_scores, self_check
 from autotune.search.stats import NOISY_SPREAD
 from autotune.search.storage import shared_lock
-from autotune.search.study import best_feasible_config, open_study, trial_records
+from autotune.search.study import best_feasible_config, earlier_picks, open_study, trial_records, warm_start
 from autotune.search.trial_loop import run_study
 from autotune.search.under_load import served_load
 from autotune.workload.candidate_cap import apply_cap, cap_from_env
@@ -57,7 +58,8 @@ ProgressFn = Callable[[optuna.Study, optuna.trial.FrozenTrial], None]
 
 
 def prepare(opts: RunOptions, *, probe: HostProbe | None = None,
-            stage: Callable[[str], None] = lambda _msg: None) -> Prepared:
+            stage: Callable[[str], None] = lambda _msg: None,
+            phase: Callable[[str, float | None], None] = lambda _name, _seconds: None) -> Prepared:
     """Everything that can be refused before a model loads: the workload (all of it), the target, the host,
     and every output path."""
     workload = load_workload(opts.workload)
@@ -95,7 +97,7 @@ def prepare(opts: RunOptions, *, probe: HostProbe | None = None,
     started = time.monotonic()
     deadline = None if settings.timeout_s is None else started + settings.timeout_s
     return Prepared(opts, target, host, workload, source_sha256, user_env, cap, traffic, space, stage, started,
-                    deadline, committed)
+                    deadline, committed, phase)
 
 
 def oversized_pools(workload: Workload, env: dict[str, str]) -> str | None:
@@ -137,6 +139,7 @@ def load(run: Prepared) -> Loaded:
     plan = time_plan(run, pool)  # a --timeout too short is refused here, before anything long is measured
     for line in plan.lines():
         run.stage(line)
+    run.phase("reference", plan.estimated("reference"))
     run.stage(f"computing the fp32 reference (batch size 1, no sort, {_max_tokens(bundle, traits)} tokens)")
     reference = fresh_reference(bundle, host.has_vnni, host.onnxruntime, run.workload, traits.max_tokens,
                                 note=run.stage)
@@ -154,25 +157,31 @@ def time_plan(run: Prepared, pool: ScoringPool) -> Plan:
     """What a pair costs here, at a good configuration and at the reference's, on a stratified sample; then the
     plan that fits the run in --timeout (`budget.plan_run`)."""
     sample = speed_sample(run.workload, pairs=COST_SAMPLE_PAIRS).queries
+    pool.release()  # the model check's session: making one is part of what is measured
+    clock = time.monotonic()
     good = pool.engine(replace(SPEED_CONFIG, batch_size=min(SPEED_CONFIG.batch_size, run.space.batch_sizes[-1])))
+    session_s = time.monotonic() - clock
     costs = Costs(pair_s=seconds_per_pair(good, sample), reference_pair_s=seconds_per_pair(pool.engine(REFERENCE),
                                                                                          sample),
                   pairs=sum(len(q.documents) for q in run.workload.queries), queries=len(run.workload.queries),
                   int8="int8" in run.space.precisions and pool.model_path(REFERENCE) is not None,
-                  concurrency=run.traffic.concurrency)
+                  concurrency=run.traffic.concurrency, session_s=session_s)
     pool.release()
     return plan_run(costs, run.settings, run.settings.trials_for(run.space))
 
 
 def precheck(run: Prepared, loaded: Loaded) -> Checked:
     """int8's parity and the fused graph, once each, so the search never tries what cannot pass; the objective."""
+    run.phase("int8", None if loaded.plan is None else loaded.plan.estimated("int8"))
     run.stage("timing int8 against fp32, then judging it by the results it keeps where it is faster, and the "
               "fused graph, once before the search")
     pool = loaded.pool
     settings = loaded.plan.settings if loaded.plan is not None else run.settings
     space, dropped, int8 = prechecked(run.space, pool, run.workload, loaded.reference, settings.int8_tolerance,
                                       has_vnni=run.host.has_vnni, speed_first=run.opts.precisions is None,
-                                      until=loaded.ends(run.started, "int8"))
+                                      until=loaded.ends("int8", run.deadline),
+                                      speed_key=f"{run.host.fingerprint}|{loaded.bundle.sha256}|{run.host.onnxruntime}|"
+                                                f"{loaded.traits.max_tokens}")
     for line in int8.lines() if int8 is not None else ():
         run.stage(line)
     for d in dropped:
@@ -201,6 +210,10 @@ def search(t: Tuning, store: optuna.storages.BaseStorage, progress: ProgressFn |
         run.stage(f"documents cut to {run.cap.max_tokens} {run.cap.encoding} tokens first, as the .env's "
                   "MAX_TOKENS_PER_CANDIDATE makes Hindsight do")
     study = open_study(study_name, store, settings.seed, t.objective.rungs, run.opts.fresh)
+    run.phase("search", None)  # the search has a bar of its own, by trials
+    warmed = warm_start(study, t.space, warm_seeds(t, store, study_name))
+    if warmed:
+        run.stage(f"the search starts from {len(warmed)} known point(s): " + ", ".join(c.label() for c in warmed))
 
     def waiting(load: float) -> None:
         run.stage(f"waiting for a quiet host (load {load:.1f})")
@@ -218,6 +231,20 @@ def search(t: Tuning, store: optuna.storages.BaseStorage, progress: ProgressFn |
     return Searched(study, study_name, trials, resumed)
 
 
+def warm_seeds(t: Tuning, store: optuna.storages.BaseStorage, study_name: str) -> list[EngineConfig]:
+    """Where a new study starts: this host type's last pick (the committed profile, then other studies of this
+    host type and target), then Hindsight's defaults with one knob moved (batch size first)."""
+    run, space = t.prepared, t.space
+    seeds: list[EngineConfig] = []
+    if run.committed is not None:
+        with contextlib.suppress(OptionsError):  # a committed profile's config that no longer parses seeds nothing
+            seeds.append(profile_config(run.committed))
+    seeds += earlier_picks(store, f"autotune-{run.target.name}-{run.host.fingerprint}-", study_name)
+    baseline = space.baseline()
+    near = space.neighbours(baseline)
+    return seeds + sorted(near, key=lambda c: c.batch_size == baseline.batch_size)
+
+
 def refine(t: Tuning, study: optuna.Study) -> RefineResult | None:
     """Hill-climb from the search's best feasible trial (see `refine`); None when refinement is off."""
     settings, objective = t.settings, t.objective
@@ -225,6 +252,7 @@ def refine(t: Tuning, study: optuna.Study) -> RefineResult | None:
     if best is None or settings.refine_rounds == 0:
         return None
     deadline = t.ends("refine")
+    t.begin("refine")
     t.stage(f"refining from {best.label()}: one knob at a time, interleaved, until none wins")
     measuring(f"the refinement from {best.label()}")
     refiner = Refiner(objective.pool, objective.workload, objective.space, objective.reference, settings.tolerance,
@@ -246,6 +274,7 @@ def race(t: Tuning, study: optuna.Study, refined: RefineResult | None) -> Raced:
     timed, and the pick made among those that pass (a rerun keeps the committed pick unless it is beaten)."""
     settings, objective, run = t.settings, t.objective, t.prepared
     space, pool, budget = objective.space, objective.pool, objective.memory_budget_mb
+    t.begin("race")
     skipped = objective.over_budget(space.baseline())
     if skipped and settings.max_memory_mb is None:  # the budget bounds the pick, not what the host runs today
         raised = objective.room_for_baseline(default_budget_mb(cap_mb=math.inf))
@@ -309,6 +338,7 @@ def nothing_passed(trials: list[optuna.trial.FrozenTrial], budget: float, space_
 
 def scope(t: Tuning, raced: Raced) -> Scoped:
     """How much Hindsight scores: the pool caps and the token cut that keep the results (`scoping`)."""
+    t.begin("scope")
     measuring(f"the pool and token scope of {raced.winner.config.label()}")
     picked = Picked(raced.winner, None if raced.baseline_skipped else raced.finalists[0], raced.finalists)
     outcome = scope_phase(t, picked, gate=t.prepared.opts.result_gate, tune_pool=t.prepared.opts.tune_pool)
@@ -319,6 +349,7 @@ def judge(t: Tuning, searched: Searched, refined: RefineResult | None, raced: Ra
           monitor: NoiseSample, phases: dict[str, float]) -> Judged:
     """What the profile records of the pick: its load and memory figures, int8's scatter, the conditions."""
     settings, pool, workload, run, checked = t.settings, t.pool, t.workload, t.prepared, t.checked
+    t.begin("commit")
     winner = scoped.winner
     served = None
     if run.target.sidecar:  # Hindsight's TEI client calls it: its figures under load size the client's keys

@@ -28,9 +28,12 @@ from autotune.search.storage import open_storage
 
 
 def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: ProgressFn | None = None,
-         on_stage: Callable[[str], None] | None = None) -> RunOutcome:
-    """prepare -> load -> precheck -> search -> refine -> race -> scope -> judge -> commit."""
-    prepared = prepare(opts, probe=probe, stage=on_stage or (lambda _msg: None))  # refusals before any model loads
+         on_stage: Callable[[str], None] | None = None,
+         on_phase: Callable[[str, float | None], None] | None = None) -> RunOutcome:
+    """prepare -> load -> precheck -> search -> refine -> race -> scope -> judge -> commit; `on_phase` hears each
+    phase begin, with the time plan's estimate of it."""
+    prepared = prepare(opts, probe=probe, stage=on_stage or (lambda _msg: None),  # refusals before any model loads
+                       phase=on_phase or (lambda _name, _seconds: None))
     read_caches(not opts.fresh)  # --fresh: what a run can rebuild is rebuilt, never read
     try:
         return _tune(opts, prepared, progress)

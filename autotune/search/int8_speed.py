@@ -10,11 +10,15 @@ the noise: its median paired ratio at least `WORTH`, and faster in all rounds bu
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from autotune.errors import ModelError
+from autotune.fileio import read_bound, sha256_bytes, write_bound
+from autotune.paths import caches_readable, state_dir
 from autotune.runtime.engine import EngineConfig, ScoringPool
 from autotune.runtime.quantize import Int8Variant
 from autotune.search.measure import replay
@@ -39,6 +43,7 @@ class Int8Speed:
     seconds: float
     host: str  # the ISA and int8 format the figures come from: "avx512_vnni, u8s8"
     unbuilt: tuple[tuple[str, str], ...] = ()
+    remembered: bool = False  # read from an earlier run on this host type, not measured now
 
     def worth(self, scales: str, floor: float = WORTH) -> bool:
         timed = "per-channel" if scales == "per-tensor" else scales
@@ -54,8 +59,10 @@ class Int8Speed:
 
     def line(self) -> str:
         figures = ", ".join(f"{s} {ratio:.2f}x" for s, ratio, _ in self.ratios) or "no variant could be built"
+        how = "as an earlier run on this host type measured it; --fresh measures again" if self.remembered else (
+            f"{self.seconds:.0f} s")
         head = (f"int8 speed against fp32 ({self.host}; {self.pairs} pairs, {self.rounds} interleaved rounds, "
-                f"{self.seconds:.0f} s): {figures}")
+                f"{how}): {figures}")
         judged = self.worth_judging()
         if not judged:
             return f"{head}: int8 is not faster on this host beyond the noise (needs {WORTH:.2f}x); not judged"
@@ -65,6 +72,30 @@ class Int8Speed:
         return {"host": self.host, "pairs": self.pairs, "rounds": self.rounds, "seconds": round(self.seconds, 1),
                 "worth": WORTH, "ratios": {s: round(r, 4) for s, r, _ in self.ratios},
                 "rounds_won": {s: w for s, _, w in self.ratios}, "judged": list(self.worth_judging())}
+
+
+def remembered(key: str) -> Int8Speed | None:
+    """This host type's verdict on this model's int8, as an earlier run measured it: a rerun keeps the same space
+    (and so resumes its study) rather than flip on a borderline timing. `--fresh` reads nothing."""
+    if not caches_readable():
+        return None
+    payload, _ = read_bound(_speed_path(key), {"kind": "int8-speed", "key": key})
+    try:
+        data = json.loads(payload) if payload is not None else None
+        return Int8Speed(tuple((str(s), float(r), int(w)) for s, r, w in data["ratios"]), int(data["rounds"]),
+                         int(data["pairs"]), float(data["seconds"]), str(data["host"]), remembered=True)
+    except (TypeError, KeyError, ValueError):
+        return None
+
+
+def remember(key: str, speed: Int8Speed) -> None:
+    write_bound(_speed_path(key), {"kind": "int8-speed", "key": key},
+                json.dumps({"ratios": [list(r) for r in speed.ratios], "rounds": speed.rounds, "pairs": speed.pairs,
+                            "seconds": speed.seconds, "host": speed.host}).encode())
+
+
+def _speed_path(key: str) -> Path:
+    return state_dir() / "int8-speed" / f"{sha256_bytes(key.encode())[:24]}.json"
 
 
 def speed_sample(workload: Workload, pairs: int = SAMPLE_PAIRS) -> Workload:

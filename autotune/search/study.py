@@ -18,6 +18,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from autotune.paths import state_dir
 from autotune.runtime.engine import EngineConfig
+from autotune.runtime.space import SearchSpace
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)  # our own messages say what matters
 
@@ -167,3 +168,37 @@ def study_summaries(store: Any) -> list[StudySummary]:
     """Every study in the storage: autotune's own names say which target, host type, model and workload."""
     names = [s.study_name for s in optuna.get_all_study_summaries(storage=store, include_best_trial=False)]
     return [StudySummary.parse(optuna.load_study(study_name=n, storage=store)) for n in sorted(names)]
+
+
+WARM_SEEDS = 4  # configurations a new study starts from, before its sampler's own
+
+
+def earlier_picks(store: Any, prefix: str, this: str) -> list[EngineConfig]:
+    """The best feasible configuration of each other study of this host type and target (`prefix`): the host's
+    last picks, on other workloads or models, newest name last (which is no order of time; all are seeds)."""
+    out = []
+    for summary in optuna.get_all_study_summaries(storage=store, include_best_trial=False):
+        if summary.study_name.startswith(prefix) and summary.study_name != this:
+            best = best_feasible_config(optuna.load_study(study_name=summary.study_name, storage=store))
+            if best is not None:
+                out.append(best)
+    return out
+
+
+def warm_start(study: optuna.Study, space: SearchSpace, seeds: Sequence[EngineConfig]) -> list[EngineConfig]:
+    """Enqueue the first `WARM_SEEDS` of `seeds` that are in the space as a new study's first trials, so a
+    search cut short still starts from good points (issue 51); a resumed study is left as it is."""
+    if study.get_trials(deepcopy=False):
+        return []
+    dims = space.dimensions()
+    chosen: list[EngineConfig] = []
+    for config in seeds:
+        params = config.to_dict()
+        inside = all(params[k] in values for k, values in dims.items()) and space.fits(config)
+        if inside and config not in chosen:
+            chosen.append(config)
+        if len(chosen) == WARM_SEEDS:
+            break
+    for config in chosen:
+        study.enqueue_trial(config.to_dict(), skip_if_exists=True)
+    return chosen

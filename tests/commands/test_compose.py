@@ -10,7 +10,7 @@ from tests.support.cli import FAST, outputs, run_cli
 
 def test_compose_and_report_commands(tmp_path, tiny_model_dir, workload_file):
     assert run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir), *outputs(tmp_path),
-                    *FAST])[0] == ExitStatus.OK
+                    *FAST, "--precisions", "fp32,int8"])[0] == ExitStatus.OK  # named: int8 judged, its scatter drawn
     profile = next((tmp_path / "out" / "profiles").glob("*.yaml"))
     status, _, _ = run_cli(["report", "--profile", str(profile), "--out", str(tmp_path / "r.html")])
     assert status == 0 and (tmp_path / "r.html").read_text().count("Plotly.newPlot") == 3

@@ -46,3 +46,26 @@ def test_the_bar_shows_the_best_feasible_p95_on_a_terminal():
         progress.stage("racing")
     text = stream.getvalue()
     assert "best p95 9.5 ms" in text and "autotune: racing" in text
+
+
+def test_a_long_phase_shows_a_bar_of_seconds_with_its_eta_on_a_terminal():
+    """Issue 51, item 5: every phase that can run past about 10 s shows progress against the plan's estimate."""
+    import time
+
+    stream = Terminal()
+    with TrialProgress(4, stream) as progress:
+        progress.phase("reference", 120.0)
+        time.sleep(0.7)  # a tick or so of the bar's thread
+        progress.stage("computing the fp32 reference")
+        progress.phase("int8", 3.0)  # short: no bar
+    text = stream.getvalue()
+    assert "reference:" in text and "/120 s (about" in text and "left)" in text
+    assert "int8:" not in text and "autotune: computing the fp32 reference" in text
+
+
+def test_off_a_terminal_a_phase_is_its_plain_line_alone():
+    stream = io.StringIO()
+    with TrialProgress(4, stream) as progress:
+        progress.phase("reference", 120.0)
+        progress.stage("computing the fp32 reference")
+    assert stream.getvalue() == "autotune: computing the fp32 reference\n"

@@ -49,7 +49,7 @@ def test_onnx_profile_env_drift_compares_the_keys_it_wrote(tmp_path, tiny_model_
     from autotune.runtime.targets.hindsight_onnx import OnnxTarget
 
     config = replace(INT8, precision="fp32", mem_arena=False)
-    ctx = EnvContext(model_ref="default", model_dir="/models/r", tei_url="", tei_batch_size=0, max_tokens=512,
+    ctx = EnvContext(model_ref="default", model_dir="/models/r", tei_url="", tei_batch_size=0, max_tokens=128,
                      usable_cores=2)
     keys = OnnxTarget().env_keys(config, ctx)
     profile = {**drift_profile(VNNI_HOST, config, model_dir=tiny_model_dir), "target": "onnx", "env": keys}

@@ -16,7 +16,7 @@ COSTS = Costs(pair_s=0.002, reference_pair_s=0.006, pairs=3728, queries=16, int8
 
 def test_without_a_timeout_nothing_is_cut():
     plan = plan_run(COSTS, SearchSettings(), 24)
-    assert plan.cuts == () and plan.trials == 24 and plan.trial_queries == 16 and plan.ends("search") is None
+    assert plan.cuts == () and plan.trials == 24 and plan.trial_queries == 16
     assert [name for name, _ in plan.phases] == list(PHASES)
 
 
@@ -40,10 +40,18 @@ def test_a_tight_timeout_cuts_in_order_and_keeps_a_real_search():
                                                             ["refinement", "is"], ["each", "trial"]]
 
 
-def test_phases_end_in_order_and_the_last_at_the_timeout():
+def test_each_phase_gets_its_share_of_what_is_left():
     plan = plan_run(COSTS, SearchSettings(timeout_s=900), 24)
-    ends = [plan.ends(name) for name in PHASES]
-    assert ends == sorted(ends) and ends[-1] == pytest.approx(900)
+    est = dict(plan.phases)
+    rest = sum(est[p] for p in PHASES[PHASES.index("search"):])
+    assert plan.ends("race", 1000.0, 400.0) == pytest.approx(
+        400.0 + 600.0 * est["race"] / sum(est[p] for p in PHASES[PHASES.index("race"):]))
+    later = rest - est["search"]
+    assert plan.ends("search", 1000.0, 400.0) == pytest.approx(max(400.0 + 600.0 * est["search"] / rest,
+                                                                   1000.0 - 1.5 * later))  # spare: the search's
+    assert plan.ends("commit", 1000.0, 990.0) == pytest.approx(1000.0)  # the last phase has what is left
+    assert plan.ends("race", 1000.0, 1200.0) == pytest.approx(1200.0)  # past the deadline: nothing more
+    assert plan.ends("race", None, 5.0) is None
 
 
 def test_too_little_time_is_refused_naming_what_the_run_needs():

@@ -157,3 +157,20 @@ def test_a_tie_goes_to_fp32():
     assert winner is clear and not any("picked fp32" in w for w in warnings)
     one_round = [replace(_finalist([120]), config=replace(fp32.config, precision="int8")), _finalist([130])]
     assert choose(one_round)[0] is one_round[0]  # one round has no spread: no tie, the faster
+
+
+def test_a_new_study_starts_from_the_seeds_in_its_space_and_a_resumed_one_is_left_alone():
+    """Issue 51, item 4: the first trials are known good points, so a search cut short starts from them."""
+    from autotune.search.study import WARM_SEEDS, warm_start
+
+    space = SearchSpace(batch_sizes=(1, 2, 4), threads=(1, 2), length_sort=(True,), precisions=("fp32",))
+    inside, other = EngineConfig(2, 1, True, "fp32"), EngineConfig(4, 2, True, "fp32")
+    outside = EngineConfig(32, 1, True, "fp32")  # batch 32 is not in this space
+    study = optuna.create_study()
+    assert warm_start(study, space, [outside, inside, inside, other]) == [inside, other]
+    study.optimize(lambda trial: float(space.suggest(trial).batch_size), n_trials=3)
+    first = [EngineConfig.from_dict(t.params) for t in study.trials[:2]]
+    assert first == [inside, other]
+    assert warm_start(study, space, [other]) == []  # resumed: its sampler goes on where it was
+    many = [EngineConfig(b, t, True, "fp32") for b in (1, 2, 4) for t in (1, 2)]
+    assert len(warm_start(optuna.create_study(), space, many)) == WARM_SEEDS

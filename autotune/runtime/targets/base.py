@@ -190,11 +190,13 @@ class Target(ABC):
         configuration (`ONNX_BATCH_SIZE=4096` where the configuration says 2): Hindsight's parser accepts both."""
         from autotune.runtime.targets.key_spec import POSITIONS, limit_problems
 
-        ctx = EnvContext(model_ref="default", model_dir="/models/reranker", tei_url="http://reranker:8080",
-                         tei_batch_size=1, max_tokens=1, usable_cores=cores)
-        expected = self.env_keys(config, ctx)
+        # the keys the configuration alone decides: the same under two contexts that differ in everything else
+        one = self.env_keys(config, EnvContext(model_ref="default", model_dir="/models/a", tei_url="http://a:8080",
+                                               tei_batch_size=1, max_tokens=1, usable_cores=1))
+        two = self.env_keys(config, EnvContext(model_ref="/m/b", model_dir="/models/b", tei_url="http://b:9090",
+                                               tei_batch_size=300, max_tokens=2, usable_cores=64))
+        decided = {k: v for k, v in one.items() if two.get(k) == v and k in self.config_keys
+                   and self.env_spec[k].limit != POSITIONS}
         out = limit_problems(keys, self.env_spec, positions=positions, cores=cores)  # cannot run: said first
-        return out + [f"{key} is {keys[key]}, but the profile's configuration ({config.label()}) says {expected[key]}"
-                      for key in self.config_keys
-                      if key in keys and key in expected and self.env_spec[key].limit != POSITIONS
-                      and str(keys[key]) != expected[key]]
+        return out + [f"{key} is {keys[key]}, but the profile's configuration ({config.label()}) says {want}"
+                      for key, want in decided.items() if key in keys and str(keys[key]) != want]

@@ -86,6 +86,8 @@ def url_problem(value: str) -> str | None:
     import ipaddress
     from urllib.parse import urlsplit
 
+    if any(c in value for c in "\n\r\0"):
+        return "must be an http(s) URL on one line: it holds a line break or a NUL"
     if not _URL_CHARS.match(value):
         return "must be an http(s) URL: no spaces, commas, quotes or other characters a shell acts on"
     try:
