@@ -65,7 +65,8 @@ def build_profile(*, name: str, target: Target, result: SearchResult, host: Host
             "pruner": "SuccessiveHalvingPruner over the workload's queries (reduction factor 2)",
             "resumed_trials": result.resumed_trials,
             "elapsed_s": round(result.elapsed_s, 1),
-            "measuring_s": {k: round(v, 1) for k, v in result.phases_s.items()},
+            "measuring_s": {k: round(v, 1) for k, v in result.phases_s.items()},  # every phase's wall time
+            "plan": result.plan,
             "concurrency": result.concurrency,  # recalls at once every p95 here was measured under
             "dropped": [d.to_dict() for d in result.dropped],
             "refinement": None if result.refined is None else result.refined.to_dict(),

@@ -372,7 +372,8 @@ def judge(t: Tuning, searched: Searched, refined: RefineResult | None, raced: Ra
                           dropped=checked.dropped, memory=memory, trials_planned=searched.trials,
                           elapsed_s=time.monotonic() - run.started, baseline_skipped=raced.baseline_skipped,
                           candidate_cap=cap, phases_s=phases, load=served,
-                          concurrency=run.traffic.concurrency, rerun=raced.rerun, scope=scoped.outcome)
+                          concurrency=run.traffic.concurrency, rerun=raced.rerun, scope=scoped.outcome,
+                          plan=None if t.loaded.plan is None else t.loaded.plan.to_dict())
     return Judged(result, conditions, int8_sample)
 
 

@@ -44,12 +44,17 @@ def tune(opts: RunOptions, *, probe: HostProbe | None = None, progress: Progress
 def _tune(opts: RunOptions, prepared: Prepared, progress: ProgressFn | None) -> RunOutcome:
     with host_lock():  # before the model loads: a second run on this host refuses at once
         store = open_storage(opts.storage, fresh=opts.fresh)
-        loaded = load(prepared)
-        t = Tuning(prepared, loaded, precheck(prepared, loaded))
-        phases: dict[str, float] = {}
+        phases: dict[str, float] = {}  # every phase's wall time, for the profile (`benchmarks/run_phases.py`)
 
         def timed(name: str, clock: float) -> None:
             phases[name] = time.monotonic() - clock
+
+        clock = time.monotonic()
+        loaded = load(prepared)
+        timed("load", clock)  # the model, the time plan, the fp32 reference
+        clock = time.monotonic()
+        t = Tuning(prepared, loaded, precheck(prepared, loaded))
+        timed("precheck", clock)  # int8's speed and verdict, the fused graph, the memory model
 
         with MemoryGuard(t.checked.budget_mb):  # what the estimates admit, measured RSS holds to the budget
             with LoadMonitor(prepared.host.cores.usable) as monitor:
@@ -65,5 +70,5 @@ def _tune(opts: RunOptions, prepared: Prepared, progress: ProgressFn | None) -> 
             clock = time.monotonic()
             scoped = scope(t, raced)
             timed("scope", clock)
-            judged = judge(t, searched, refined, raced, scoped, monitor.result(), phases)
+            judged = judge(t, searched, refined, raced, scoped, monitor.result(), phases)  # its time: the commit's
     return commit(t, judged)

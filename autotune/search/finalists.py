@@ -62,7 +62,8 @@ class SearchResult:
     elapsed_s: float = 0.0
     baseline_skipped: str | None = None  # why the baseline was not raced
     candidate_cap: dict[str, Any] | None = None  # the .env's MAX_TOKENS_PER_CANDIDATE, applied to the replay
-    phases_s: dict[str, float] = field(default_factory=dict)  # measuring time: search, refine, race
+    phases_s: dict[str, float] = field(default_factory=dict)  # wall time: load, precheck, search, refine, race...
+    plan: dict[str, Any] | None = None  # the time plan: each phase's estimate, and what it cut to fit --timeout
     load: ServedLoad | None = None  # the tei sidecar under concurrent recalls, and its client keys
     concurrency: int = 1  # recalls at once every candidate was timed under (queueing in its latency)
     rerun: str | None = None  # on a rerun: whether the committed pick was kept, and why
@@ -70,7 +71,7 @@ class SearchResult:
 
     @property
     def measuring_s(self) -> float:
-        return sum(self.phases_s.values())
+        return sum(v for k, v in self.phases_s.items() if k in ("search", "refine", "race", "scope"))
 
     @property
     def speedup_p95(self) -> float | None:
