@@ -184,5 +184,5 @@ class ModelMemory:
     def session_mb(self, rows: int, longest: int) -> float:
         """A session holds its weights twice (the initializers, and MLAS's prepacked copy for GEMM), a
         small fixed runtime, and one batch's activations. Calibrated on the embedded default: within
-        about 30% of the measured peak from batch 1 to 100 (benchmarks/memory_estimate.py)."""
+        about 30% of the measured peak from batch 1 to 100 (benchmarks/run_memory.py, part 1)."""
         return 2 * self.weights_mb + RUNTIME_MB + self.batch_mb(rows, longest)

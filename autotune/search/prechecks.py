@@ -5,10 +5,12 @@
   the precisions: then int8 is judged as asked.
 - int8: what it keeps of the results depends on the model, the quantization format and the variant
   (per-token, per-channel or per-tensor scales), and hardly on batch size, threads or sort (see
-  `benchmarks/int8_parity.py`). Each variant is judged once at batch size 1, in the workload's order,
-  by the results (the int8 tolerance: the top 10 kept, above a score floor); the first that passes is
-  the `int8` the search runs; where none does, the most sensitive MatMuls go back to fp32 until one does
-  (`int8_judge`), and only if none then passes does `int8` leave the space, with every variant's figures.
+  `benchmarks/int8_parity.py`). Each variant is judged once, in order (per-token first, in sorted batches
+  on every core since its scores do not move with the batch; the dynamic ones at batch size 1), by the
+  results (the int8 tolerance: the top 10 kept, above a score floor); the first that passes is the `int8`
+  the search runs; where none does and the time plan leaves room, the most sensitive MatMuls go back to
+  fp32 until one does (`int8_judge`), and only if none then passes does `int8` leave the space, with every
+  variant's figures.
   A finalist in int8 is checked again on the full workload, as every finalist is.
 - the fused graph: made once; when attention does not fuse, `fused` leaves the space.
 """
