@@ -4,10 +4,11 @@ A 900 s run once took 2,400 s: the int8 judge alone ran past the whole budget be
 got one trial, and the pick was Hindsight's own defaults (issue 51). Here the cost of a pair is measured first on a
 small sample (`Costs`, a second or two), each phase's time is estimated from it (`estimate`), and where the sum
 passes `--timeout` the phases shrink their work in a fixed order, each cut said: the search's trials (down to a
-real search, `MIN_TRIALS`), refinement's rounds, the race's rounds, refinement itself, then the queries a trial
-measures (the search's fixed shuffle, cut to a sample). A budget too small even for that is refused before
-measuring, naming the time the run needs. Each phase then gets its share of what is left of the budget when it
-begins (`Plan.ends`), so one that ran long shrinks the later ones alike and none is starved.
+real search, `MIN_TRIALS`), a trial's repeats, refinement's rounds, the race's rounds, refinement itself, the
+race's finalists, then the queries a trial measures (the search's fixed shuffle, cut to a sample). A budget too
+small even for that is refused before measuring, naming the time the run needs. Each phase then gets its share
+of what is left of the budget when it begins (`Plan.ends`), so one that ran long shrinks the later ones alike
+and none is starved.
 
 The estimates are arithmetic on a measured cost, not a promise: a trial's configuration may be slower than the
 sampled one, and a loaded host slows everything. The deadlines, not the estimates, keep the promise.
@@ -27,7 +28,8 @@ MIN_TRIAL_QUERIES = 8  # below this a trial's p95 is one query's luck
 PHASES = ("reference", "int8", "search", "refine", "race", "scope", "commit")
 REFINE_STEPS, NEIGHBOURS = 2, 6  # a hill climb's usual length, and the neighbours a step measures
 SCOPES_RACED = 3  # pool and token scopes that usually pass the gate and race the whole pool
-TIE_FACTOR = 1.5  # near ties run more rounds
+SCOPE_SHARE = 0.6  # a scope's pairs (and tokens) against the whole pool's: a cut pool scores fewer
+TIE_FACTOR = 1.25  # near ties run more rounds (twice, for the few within the noise)
 LATER_MARGIN = 1.5  # what the search leaves the phases after it, over their estimates (estimates are rough)
 COMMIT_FIXED_S = 20.0  # the memory child, the served burst, the tokenizer check, the writes
 INT8_SPEED_PASSES = 15  # fp32 and two int8 variants, five rounds each, on about one recall's pairs
@@ -118,7 +120,8 @@ def estimate(costs: Costs, settings: SearchSettings, *, trials: int, trial_queri
         "refine": REFINE_STEPS * NEIGHBOURS * (settings.refine_rounds * replay + costs.session_s)
         if settings.refine_rounds else 0.0,
         "race": finalists * ((settings.final_rounds * TIE_FACTOR + 1) * replay + costs.session_s),
-        "scope": (SCOPES_RACED * settings.final_rounds + 2) * replay + SCOPES_RACED * costs.session_s,
+        "scope": ((1 + SCOPES_RACED * SCOPE_SHARE) * settings.final_rounds + 2) * replay
+        + SCOPES_RACED * costs.session_s,
         "commit": COMMIT_FIXED_S + 2 * costs.replay_s,
     }
 
@@ -144,6 +147,9 @@ def plan_run(costs: Costs, settings: SearchSettings, trials: int) -> Plan:
         return done(settings, trials, queries)
     assert timeout is not None
     steps: list[tuple[str, Callable[[SearchSettings], SearchSettings]]] = []
+    if settings.repeats > 1:
+        steps.append((f"each trial measures each query once, not {settings.repeats} times (the race repeats)",
+                      lambda s: replace(s, repeats=1)))
     if settings.refine_rounds > 1:
         steps.append((f"refinement runs 1 round a step, not {settings.refine_rounds}",
                       lambda s: replace(s, refine_rounds=1)))
@@ -151,6 +157,9 @@ def plan_run(costs: Costs, settings: SearchSettings, trials: int) -> Plan:
         steps.append((f"the race runs 2 rounds, not {settings.final_rounds}", lambda s: replace(s, final_rounds=2)))
     if settings.refine_rounds > 0:
         steps.append(("refinement is off (the search's best is raced as it is)", lambda s: replace(s, refine_rounds=0)))
+    if settings.finalists > 2:
+        steps.append((f"the race takes 2 finalists besides Hindsight's defaults, not {settings.finalists}",
+                      lambda s: replace(s, finalists=2)))
     for said, cut in steps:
         if _trials_within(costs, settings, timeout, queries) >= floor:
             break

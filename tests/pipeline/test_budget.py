@@ -33,11 +33,13 @@ def test_a_tight_timeout_cuts_in_order_and_keeps_a_real_search():
     tight = plan_run(COSTS, SearchSettings(timeout_s=900), 24)  # first the trials, down to a real search
     assert tight.total_s <= 900 and MIN_TRIALS <= tight.trials < 24 and tight.settings == SearchSettings(timeout_s=900)
     assert tight.cuts == (f"the search runs {tight.trials} trials, not 24",)
-    tighter = plan_run(COSTS, SearchSettings(timeout_s=500), 24)  # then the rounds, then a trial's queries
-    assert tighter.total_s <= 500 and tighter.trials >= MIN_TRIALS and tighter.trial_queries < 16
-    assert tighter.settings.refine_rounds == 0 and tighter.settings.final_rounds == 2
-    assert [c.split(" ")[:2] for c in tighter.cuts[:4]] == [["refinement", "runs"], ["the", "race"],
-                                                            ["refinement", "is"], ["each", "trial"]]
+    tighter = plan_run(COSTS, SearchSettings(timeout_s=330), 24)  # then repeats, rounds, finalists, queries
+    assert tighter.total_s <= 330 and tighter.trials >= MIN_TRIALS and tighter.trial_queries < 16
+    assert tighter.settings.repeats == 1 and tighter.settings.refine_rounds == 0
+    assert tighter.settings.final_rounds == 2 and tighter.settings.finalists == 2
+    assert [" ".join(c.split(" ")[:3]) for c in tighter.cuts[:7]] == [
+        "each trial measures", "refinement runs 1", "the race runs", "refinement is off", "the race takes",
+        "each trial measures", "the search runs"]
 
 
 def test_each_phase_gets_its_share_of_what_is_left():
