@@ -10,6 +10,7 @@ beside other work (the test suite, say) is slower and noisier.
 Needs `pip install -e '.[hindsight]'` and `.ci/install-pgvector` when it records.
 
 Usage: python benchmarks/run_phases.py [--memories 2000] [--queries 8] [--timeout 900] [--workload FILE]
+       [--save-recording FILE]
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=8, help="each recorded at budgets low and mid")
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--workload", type=Path, help="a recording to use instead of recording one")
+    parser.add_argument("--save-recording", type=Path, help="keep the recording made here, for --workload later")
     args = parser.parse_args()
     host = default_probe().probe()
     print(f"host: {host.brand}, {host.cores.usable} usable cores, ISA "
@@ -96,6 +98,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         workload = args.workload or record(work, args.memories, args.queries)
+        if args.save_recording is not None and args.workload is None:
+            args.save_recording.write_bytes(workload.read_bytes())
         from autotune.workload.queries import load_workload
 
         wl = load_workload(workload)
