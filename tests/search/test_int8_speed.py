@@ -68,3 +68,25 @@ def test_per_token_judged_in_batches_gives_the_batch_one_verdict(setup):
     for tolerance in (INT8_TOLERANCE, FP32_TOLERANCE):
         a, b = compare(reference, one, tolerance), compare(reference, batched, tolerance)
         assert a.passed == b.passed and a.topk_mean == pytest.approx(b.topk_mean, abs=0.02)
+
+
+def test_the_fallback_runs_only_where_its_cost_fits_the_plan_and_the_speed_can_pay(setup, monkeypatch):
+    """Issue 51: the fallback once measured 36 MatMuls alone for 23 minutes on a host where int8 cannot pay."""
+    import time
+
+    from autotune.search import int8_judge
+    from autotune.search.int8_judge import judge_int8
+    from autotune.search.parity import Tolerance
+
+    def never(*a, **k):  # type: ignore[no-untyped-def]
+        raise AssertionError("the fallback measured sensitivities")
+
+    monkeypatch.setattr(int8_judge, "sensitivities", never)
+    pool, workload, reference = setup
+    strict = Tolerance(max_abs=0.0, min_spearman=1.0, min_topk=1.0)  # no variant passes
+    out_of_time = judge_int8(pool, workload, reference, strict, has_vnni=False, until=time.monotonic())
+    assert out_of_time.chosen is None and "time plan" in str(out_of_time.fallback_skipped)
+    slow = Int8Speed((("per-token", 1.12, 5),), 5, 300, 4.0, "no VNNI, u8u8")  # judged, but too slow to refine
+    cannot_pay = judge_int8(pool, workload, reference, strict, has_vnni=False, speed=slow)
+    assert cannot_pay.chosen is None and "too little to pay" in str(cannot_pay.fallback_skipped)
+    assert any("fallback not run" in line for line in cannot_pay.lines())
