@@ -16,7 +16,7 @@ import json
 import math
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -133,7 +133,8 @@ def judge_int8(pool: ScoringPool, workload: Workload, reference: list[np.ndarray
     sensitivity, how = sensitivities(pool, source, workload, reference, scales=scales, has_vnni=has_vnni)
     order = least_sensitive_first(sensitivity)
     # judged on the queries the sensitivities were not measured on, where there are enough of them
-    held = range(SENSITIVITY_QUERIES, len(workload.queries))
+    measured = set(sensitivity_sample(workload))
+    held: Sequence[int] = [i for i in range(len(workload.queries)) if i not in measured]
     if len(held) < SENSITIVITY_QUERIES:
         held = range(len(workload.queries))
     judging = Workload([workload.queries[i] for i in held], workload.sha256)
@@ -149,6 +150,15 @@ def judge_int8(pool: ScoringPool, workload: Workload, reference: list[np.ndarray
     if chosen is not None:
         pool.use_int8(chosen)
     return Int8Verdict(tuple(reports), chosen, time.monotonic() - started, how, tuple(unbuilt), speed)
+
+
+def sensitivity_sample(workload: Workload) -> list[int]:
+    """`SENSITIVITY_QUERIES` queries spread evenly over the workload's sizes (pairs and characters), smallest to
+    largest: the first few of a recording are no sample of it."""
+    qs = workload.queries
+    order = sorted(range(len(qs)), key=lambda i: (sum(len(d) for d in qs[i].documents), i))
+    n = min(SENSITIVITY_QUERIES, len(order))
+    return sorted({order[round(k * (len(order) - 1) / max(1, n - 1))] for k in range(n)})
 
 
 def fallback_cost_s(one_variant_s: float, matmuls: int, workload: Workload) -> float:
@@ -179,10 +189,11 @@ def sensitivities(pool: ScoringPool, source: Path, workload: Workload, reference
     import onnxruntime
 
     names = weight_matmuls(source)
-    sample = Workload(workload.queries[:SENSITIVITY_QUERIES], workload.sha256)
+    picked = sensitivity_sample(workload)
+    sample = Workload([workload.queries[i] for i in picked], workload.sha256)
     binding = {"kind": "int8-sensitivity", "model_sha256": pool.bundle.sha256, "workload_sha256": workload.sha256,
                "scales": scales, "format": int8_format(has_vnni), "onnxruntime": onnxruntime.__version__,
-               "queries": SENSITIVITY_QUERIES, "matmuls": names}
+               "queries": picked, "matmuls": names}
     key = sha256_bytes(json.dumps(binding, sort_keys=True).encode())[:24]
     path = cache_dir() / "int8-sensitivity" / f"{key}.json"
     if caches_readable():
@@ -190,7 +201,7 @@ def sensitivities(pool: ScoringPool, source: Path, workload: Workload, reference
         cached = _sensitivity_table(payload, names)
         if cached is not None:
             return cached, "cached"
-    ref = logits(reference[:SENSITIVITY_QUERIES])
+    ref = logits([reference[i] for i in picked])
     measured = {}
     for name in names:
         only = Int8Variant(scales, tuple(n for n in names if n != name), len(names))

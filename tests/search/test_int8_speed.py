@@ -90,3 +90,14 @@ def test_the_fallback_runs_only_where_its_cost_fits_the_plan_and_the_speed_can_p
     cannot_pay = judge_int8(pool, workload, reference, strict, has_vnni=False, speed=slow)
     assert cannot_pay.chosen is None and "too little to pay" in str(cannot_pay.fallback_skipped)
     assert any("fallback not run" in line for line in cannot_pay.lines())
+
+
+def test_sensitivities_are_taken_on_queries_spread_over_the_workload():
+    from autotune.search.int8_judge import SENSITIVITY_QUERIES, sensitivity_sample
+    from autotune.workload.queries import Query, Workload
+
+    queries = [Query(f"q{i}", ["x" * (10 * i + 1)] * (i % 5 + 1)) for i in range(30)]
+    picked = sensitivity_sample(Workload(queries, "w"))
+    sizes = sorted(range(30), key=lambda i: sum(len(d) for d in queries[i].documents))
+    assert len(picked) == SENSITIVITY_QUERIES and sizes[0] in picked and sizes[-1] in picked
+    assert picked != list(range(SENSITIVITY_QUERIES))  # not the first few
