@@ -150,7 +150,7 @@ def load(run: Prepared) -> Loaded:
     return Loaded(bundle, traits, pool, reference, recording, plan)
 
 
-COST_SAMPLE_PAIRS = 48  # pairs the cost of a pair is measured on before the plan: a second or two
+COST_SAMPLE_PAIRS = 96  # pairs the cost of a pair is measured on before the plan: a second or two
 
 
 def time_plan(run: Prepared, pool: ScoringPool) -> Plan:

@@ -23,7 +23,7 @@ from autotune.runtime.engine import EngineConfig, ScoringPool
 from autotune.runtime.quantize import Int8Variant
 from autotune.search.measure import replay
 from autotune.search.memory import give_back
-from autotune.workload.queries import Workload
+from autotune.workload.queries import Query, Workload
 
 SPEED_CONFIG = EngineConfig(batch_size=8, intra_op_threads=0, length_sort=True, precision="fp32")
 ROUNDS = 5
@@ -98,14 +98,25 @@ def _speed_path(key: str) -> Path:
     return state_dir() / "int8-speed" / f"{sha256_bytes(key.encode())[:24]}.json"
 
 
+SAMPLE_QUERIES = 8  # queries a sample spreads over
+
+
 def speed_sample(workload: Workload, pairs: int = SAMPLE_PAIRS) -> Workload:
-    """Queries spread evenly over the workload's lengths (shortest to longest), up to about `pairs` pairs."""
-    order = sorted(range(len(workload.queries)),
-                   key=lambda i: sum(len(d) for d in workload.queries[i].documents) + len(workload.queries[i].query))
-    per_query = max(1, round(sum(len(q.documents) for q in workload.queries) / max(1, len(order))))
-    count = max(1, min(len(order), pairs // per_query))
+    """About `pairs` pairs spread over the workload: up to `SAMPLE_QUERIES` queries, evenly from the smallest to
+    the largest, and within each its documents evenly from the shortest to the longest. A recall's pool is
+    hundreds of pairs: a sample of whole queries was its one smallest (issue 51's cost came out 4x low)."""
+    qs = workload.queries
+    order = sorted(range(len(qs)), key=lambda i: (sum(len(d) for d in qs[i].documents) + len(qs[i].query), i))
+    count = max(1, min(len(order), SAMPLE_QUERIES, pairs // 4))
     picked = sorted({order[round(k * (len(order) - 1) / max(1, count - 1))] for k in range(count)})
-    return Workload([workload.queries[i] for i in picked], workload.sha256)
+    per_query = max(1, pairs // len(picked))
+    out = []
+    for i in picked:
+        docs = sorted(qs[i].documents, key=len)
+        if len(docs) > per_query:
+            docs = [docs[round(k * (len(docs) - 1) / max(1, per_query - 1))] for k in range(per_query)]
+        out.append(Query(qs[i].query, docs))
+    return Workload(out, workload.sha256)
 
 
 def int8_speed(pool: ScoringPool, workload: Workload, *, host: str, rounds: int = ROUNDS) -> Int8Speed:

@@ -101,3 +101,17 @@ def test_sensitivities_are_taken_on_queries_spread_over_the_workload():
     sizes = sorted(range(30), key=lambda i: sum(len(d) for d in queries[i].documents))
     assert len(picked) == SENSITIVITY_QUERIES and sizes[0] in picked and sizes[-1] in picked
     assert picked != list(range(SENSITIVITY_QUERIES))  # not the first few
+
+
+def test_a_sample_of_large_pools_spreads_over_queries_and_their_documents():
+    """A recording's pools are hundreds of pairs: the sample once was its one smallest query, and the cost of a
+    pair came out four times too low on issue 51's recording."""
+    from autotune.workload.queries import Query, Workload
+
+    queries = [Query(f"q{i}", [("memory " * (k % 50 + 1 + i)).strip() for k in range(200)]) for i in range(16)]
+    sample = speed_sample(Workload(queries, "w"), pairs=48)
+    assert len(sample.queries) == 8 and sum(len(q.documents) for q in sample.queries) == 48
+    assert sample.queries[-1].query == "q15" and sample.queries[0].query == "q0"  # smallest to largest
+    lengths = [len(d) for d in sample.queries[0].documents]
+    assert min(lengths) == min(len(d) for d in queries[0].documents)  # its shortest and its longest documents
+    assert max(lengths) == max(len(d) for d in queries[0].documents)
