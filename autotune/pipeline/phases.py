@@ -35,7 +35,7 @@ from autotune.runtime.space import SearchSpace
 from autotune.runtime.targets import SpaceLimits, Target, get_target
 from autotune.search.finalists import SearchResult, challenge, choose, finalists_from, rerace
 from autotune.search.int8_judge import int8_scatter
-from autotune.search.int8_speed import SPEED_CONFIG, speed_sample
+from autotune.search.int8_speed import SPEED_CONFIG, mean_chars, speed_sample
 from autotune.search.measure import Load, scores_of, seconds_per_pair
 from autotune.search.memory import default_budget_mb, rss_mb
 from autotune.search.memory_guard import measuring, raise_budget
@@ -156,13 +156,15 @@ COST_SAMPLE_PAIRS = 96  # pairs the cost of a pair is measured on before the pla
 def time_plan(run: Prepared, pool: ScoringPool) -> Plan:
     """What a pair costs here, at a good configuration and at the reference's, on a stratified sample; then the
     plan that fits the run in --timeout (`budget.plan_run`)."""
-    sample = speed_sample(run.workload, pairs=COST_SAMPLE_PAIRS).queries
+    sampled = speed_sample(run.workload, pairs=COST_SAMPLE_PAIRS)
+    sample = sampled.queries
+    longer = max(1.0, mean_chars(run.workload) / max(1.0, mean_chars(sampled)))  # pairs past the sample's cut
     pool.release()  # the model check's session: making one is part of what is measured
     clock = time.monotonic()
     good = pool.engine(replace(SPEED_CONFIG, batch_size=min(SPEED_CONFIG.batch_size, run.space.batch_sizes[-1])))
     session_s = time.monotonic() - clock
-    costs = Costs(pair_s=seconds_per_pair(good, sample), reference_pair_s=seconds_per_pair(pool.engine(REFERENCE),
-                                                                                         sample),
+    costs = Costs(pair_s=longer * seconds_per_pair(good, sample),
+                  reference_pair_s=longer * seconds_per_pair(pool.engine(REFERENCE), sample),
                   pairs=sum(len(q.documents) for q in run.workload.queries), queries=len(run.workload.queries),
                   int8="int8" in run.space.precisions and pool.model_path(REFERENCE) is not None,
                   concurrency=run.traffic.concurrency, session_s=session_s)

@@ -30,6 +30,7 @@ ROUNDS = 5
 WORTH = 1.10  # int8 must save a tenth of the time to be worth minutes of judging
 FALLBACK_WORTH = 1.25  # the fallback keeps the most sensitive MatMuls in fp32 and gives back part of the gain
 SAMPLE_PAIRS = 300  # about one recall's pool: seconds on any host this runs on
+SAMPLE_MAX_CHARS = 2048  # about 512 tokens: longer pairs are no part of a timing sample (memory)
 TIMED = ("per-token", "per-channel")  # per-tensor runs per-channel's GEMM: timed as one
 
 
@@ -101,10 +102,12 @@ def _speed_path(key: str) -> Path:
 SAMPLE_QUERIES = 8  # queries a sample spreads over
 
 
-def speed_sample(workload: Workload, pairs: int = SAMPLE_PAIRS) -> Workload:
+def speed_sample(workload: Workload, pairs: int = SAMPLE_PAIRS, max_chars: int = SAMPLE_MAX_CHARS) -> Workload:
     """About `pairs` pairs spread over the workload: up to `SAMPLE_QUERIES` queries, evenly from the smallest to
     the largest, and within each its documents evenly from the shortest to the longest. A recall's pool is
-    hundreds of pairs: a sample of whole queries was its one smallest (issue 51's cost came out 4x low)."""
+    hundreds of pairs: a sample of whole queries was its one smallest (issue 51's cost came out 4x low).
+    Documents past `max_chars` (about 512 tokens) are left out where others remain, and cut to it where none
+    do: a batch of 8 long-context pairs is gigabytes of attention, more than the memory budget a run keeps."""
     qs = workload.queries
     order = sorted(range(len(qs)), key=lambda i: (sum(len(d) for d in qs[i].documents) + len(qs[i].query), i))
     count = max(1, min(len(order), SAMPLE_QUERIES, pairs // 4))
@@ -113,10 +116,17 @@ def speed_sample(workload: Workload, pairs: int = SAMPLE_PAIRS) -> Workload:
     out = []
     for i in picked:
         docs = sorted(qs[i].documents, key=len)
+        docs = [d for d in docs if len(d) <= max_chars] or [d[:max_chars] for d in docs]
         if len(docs) > per_query:
             docs = [docs[round(k * (len(docs) - 1) / max(1, per_query - 1))] for k in range(per_query)]
-        out.append(Query(qs[i].query, docs))
+        out.append(Query(qs[i].query[:max_chars], docs))
     return Workload(out, workload.sha256)
+
+
+def mean_chars(workload: Workload) -> float:
+    """Characters per pair, query included: how much longer a workload's pairs are than a sample's."""
+    pairs = [(len(q.query), len(d)) for q in workload.queries for d in q.documents]
+    return sum(a + b for a, b in pairs) / max(1, len(pairs))
 
 
 def int8_speed(pool: ScoringPool, workload: Workload, *, host: str, rounds: int = ROUNDS) -> Int8Speed:

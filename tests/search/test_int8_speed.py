@@ -115,3 +115,13 @@ def test_a_sample_of_large_pools_spreads_over_queries_and_their_documents():
     lengths = [len(d) for d in sample.queries[0].documents]
     assert min(lengths) == min(len(d) for d in queries[0].documents)  # its shortest and its longest documents
     assert max(lengths) == max(len(d) for d in queries[0].documents)
+
+
+def test_a_sample_leaves_out_long_context_pairs():
+    """A batch of 8 pairs at 8,192 tokens is gigabytes of attention: no timing sample holds one."""
+    from autotune.workload.queries import Query, Workload
+
+    long = "word " * 20_000
+    sample = speed_sample(Workload([Query("q", ["short one", long, "short two"]), Query("r", [long])], "w"), 48)
+    assert all(len(d) <= 2048 for q in sample.queries for d in q.documents)
+    assert sample.queries[0].documents == ["short one", "short two"] and len(sample.queries[1].documents) == 1
