@@ -121,6 +121,9 @@ def main() -> None:
     print(f"trials measured: {search['trials']} (planned {search['trials_planned']}); int8: "
           + (f"speed {speed.get('ratios')} ({speed.get('host')}), judged {speed.get('judged')}, "
              f"{judged.get('seconds')} s" if judged else "not in the space"))
+    scope = profile.get("scope") or {}
+    print(f"scope: chosen {scope.get('chosen')}, pairs {scope.get('pairs')}, note {scope.get('note')}"[:400])
+    print(f"pick: {profile['config']}; speedup p95 {profile['metrics'].get('speedup_p95')}")
     for cut in (search.get("plan") or {}).get("cuts") or []:
         print(f"plan cut: {cut}")
     print("run's plan line:", next((ln for ln in err.splitlines() if "plan: about" in ln), "none"))
