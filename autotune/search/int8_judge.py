@@ -36,7 +36,7 @@ from autotune.runtime.quantize import (
     quantize_to,
     weight_matmuls,
 )
-from autotune.search.int8_speed import FALLBACK_WORTH, Int8Speed
+from autotune.search.int8_speed import FALLBACK_WORTH, Int8Speed, evenly
 from autotune.search.measure import replay, scores_of
 from autotune.search.parity import ParityReport, Tolerance, compare, logits
 from autotune.workload.queries import Workload
@@ -158,7 +158,7 @@ def sensitivity_sample(workload: Workload) -> list[int]:
     qs = workload.queries
     order = sorted(range(len(qs)), key=lambda i: (sum(len(d) for d in qs[i].documents), i))
     n = min(SENSITIVITY_QUERIES, len(order))
-    return sorted({order[round(k * (len(order) - 1) / max(1, n - 1))] for k in range(n)})
+    return sorted(set(evenly(order, n)))
 
 
 def fallback_cost_s(one_variant_s: float, matmuls: int, workload: Workload) -> float:

@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 from autotune.errors import ModelError
 from autotune.fileio import read_bound, sha256_bytes, write_bound
@@ -99,7 +101,13 @@ def _speed_path(key: str) -> Path:
     return state_dir() / "int8-speed" / f"{sha256_bytes(key.encode())[:24]}.json"
 
 
+T = TypeVar("T")
 SAMPLE_QUERIES = 8  # queries a sample spreads over
+
+
+def evenly(items: Sequence[T], n: int) -> list[T]:
+    """`n` of `items` spread evenly from the first to the last (repeats where `n` passes their count)."""
+    return [items[round(k * (len(items) - 1) / max(1, n - 1))] for k in range(n)]
 
 
 def speed_sample(workload: Workload, pairs: int = SAMPLE_PAIRS, max_chars: int = SAMPLE_MAX_CHARS) -> Workload:
@@ -111,14 +119,14 @@ def speed_sample(workload: Workload, pairs: int = SAMPLE_PAIRS, max_chars: int =
     qs = workload.queries
     order = sorted(range(len(qs)), key=lambda i: (sum(len(d) for d in qs[i].documents) + len(qs[i].query), i))
     count = max(1, min(len(order), SAMPLE_QUERIES, pairs // 4))
-    picked = sorted({order[round(k * (len(order) - 1) / max(1, count - 1))] for k in range(count)})
+    picked = sorted(set(evenly(order, count)))
     per_query = max(1, pairs // len(picked))
     out = []
     for i in picked:
         docs = sorted(qs[i].documents, key=len)
         docs = [d for d in docs if len(d) <= max_chars] or [d[:max_chars] for d in docs]
         if len(docs) > per_query:
-            docs = [docs[round(k * (len(docs) - 1) / max(1, per_query - 1))] for k in range(per_query)]
+            docs = evenly(docs, per_query)
         out.append(Query(qs[i].query[:max_chars], docs))
     return Workload(out, workload.sha256)
 
