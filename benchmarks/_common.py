@@ -65,6 +65,15 @@ def longtail_workload(queries: int = 6, seed: int = 5) -> Workload:
 WORKLOADS = {"example": example_workload, "heavy": heavy_workload, "longtail": longtail_workload}
 
 
+def host_line(host: object) -> str:
+    """The host a benchmark's figures belong to: its CPU, cores, ISA, AMX and onnxruntime."""
+    from autotune.analysis.summary import format_amx
+
+    isa = ", ".join(k for k, v in host.isa.items() if v)  # type: ignore[attr-defined]
+    return (f"host: {host.brand}, {host.cores.usable} usable cores, isa {isa}; "  # type: ignore[attr-defined]
+            f"amx: {format_amx(host.amx)}; onnxruntime {host.onnxruntime}")  # type: ignore[attr-defined]
+
+
 def setup() -> tuple[object, object, EnginePool]:
     host = default_probe().probe()
     bundle = build_default_model()

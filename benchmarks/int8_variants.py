@@ -29,9 +29,8 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from _common import WORKLOADS
+from _common import WORKLOADS, host_line
 
-from autotune.analysis.summary import format_amx
 from autotune.host import default_probe
 from autotune.runtime.engine import REFERENCE, EngineConfig
 from autotune.runtime.model import build_default_model
@@ -65,9 +64,7 @@ def main() -> None:
     args = parser.parse_args()
     host = default_probe().probe()
     bundle = build_default_model()
-    print(f"host: {host.brand}, {host.cores.usable} usable cores, isa "
-          f"{', '.join(k for k, v in host.isa.items() if v)}; amx: {format_amx(host.amx)}; "
-          f"onnxruntime {host.onnxruntime}; model: {bundle.name}")
+    print(f"{host_line(host)}; model: {bundle.name}")
     t = INT8_TOLERANCE
     print(f"gate: top-10 kept >= {t.min_topk_mean} mean, >= {t.min_topk} worst; max|Δ| <= {t.max_abs}; "
           f"|shift| <= {t.max_shift} logits")

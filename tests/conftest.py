@@ -1,4 +1,5 @@
-"""Shared fixtures: a tiny BERT cross-encoder built on the fly, and isolated dirs."""
+"""Shared fixtures: a tiny BERT cross-encoder and a small one with external data, built on the fly, and
+isolated dirs."""
 
 from __future__ import annotations
 
@@ -12,6 +13,14 @@ from tests.support.models import build_tiny, write_workload
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture(scope="session")
+def external_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small XLM-R cross-encoder whose weights lie in `model.onnx_data`, as a large model's must (issue 52)."""
+    from tests.support.large import build_xlmr
+
+    return build_xlmr(tmp_path_factory.mktemp("external") / "model")
 
 
 @pytest.fixture(autouse=True)

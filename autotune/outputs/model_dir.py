@@ -1,4 +1,5 @@
-"""The model directory Hindsight loads as it is: `model.onnx` and the tokenizer files.
+"""The model directory Hindsight loads as it is: `model.onnx` (with `model.onnx_data` where its weights lie
+outside the graph) and the tokenizer files.
 
 It is staged beside its destination, checked, and swapped in whole, so a failed run leaves
 the previous directory untouched. Only a directory carrying autotune's marker is ever replaced
@@ -29,6 +30,7 @@ from autotune.outputs.ownership import (
     scratch_prefix,
     sweep_leftovers,
 )
+from autotune.runtime.onnx_files import copy_model
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
                    "vocab.json", "merges.txt", "added_tokens.json", "sentencepiece.bpe.model", "spiece.model",
@@ -91,7 +93,7 @@ def stage_model_dir(destination: Path, *, onnx_file: Path, source_dir: Path, inp
         raise OutputError(f"cannot create the model directory {destination}: {exc.strerror}") from exc
     staged = StagedModel(staging, destination)
     try:
-        shutil.copyfile(onnx_file, staging / "model.onnx")
+        copy_model(onnx_file, staging / "model.onnx")  # with its weights' data file, where it has one
         for name in TOKENIZER_FILES:
             if (source_dir / name).is_file():
                 shutil.copyfile(source_dir / name, staging / name)

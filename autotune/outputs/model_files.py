@@ -1,6 +1,7 @@
 """Every file Hindsight loads from an emitted model directory, hashed, and where a profile's directory lives here.
 
-`model.onnx` alone is not what Hindsight loads: its tokenizer reads `tokenizer.json`, `tokenizer_config.json`,
+`model.onnx` alone is not what Hindsight loads: a large model's weights are in `model.onnx_data` beside it; its
+tokenizer reads `tokenizer.json`, `tokenizer_config.json`,
 the vocabulary and `config.json`, and a one-byte change to any of them changes the ids and so the scores. A
 run records the sha256 of each file it staged (`model.files`); `apply` and `check` compare them all.
 """
@@ -41,7 +42,9 @@ def files_drift(expected: Mapping[str, str], *, directory: Path, model_file: Pat
     model's own path where the `.env` names it apart from the directory."""
     lines = []
     for name, sha in expected.items():
-        path = model_file if name == MODEL_FILE and model_file is not None else Path(directory) / name
+        path = Path(directory) / name
+        if model_file is not None and name.startswith(MODEL_FILE):  # the graph, and its data file beside it
+            path = model_file if name == MODEL_FILE else model_file.parent / name
         if not os.path.lexists(path):
             lines.append(f"{path} is missing")
             continue

@@ -194,13 +194,31 @@ def precheck(run: Prepared, loaded: Loaded) -> Checked:
                           memory_model=calibrated_memory_model(loaded.bundle, pool, run.workload, lengths),
                           lengths=lengths, load=run.traffic,
                           max_queries=None if loaded.plan is None else loaded.plan.trial_queries)
-    if settings.max_memory_mb is None:  # the default budget, not the user's: room for what they run today
-        raised = objective.room_for_baseline(default_budget_mb(cap_mb=math.inf))
-        if raised is not None:
-            budget_mb = raised
-            run.stage(f"memory budget raised to {raised:.0f} MB so that Hindsight's defaults, which this host runs "
-                      "today, race beside the tuned configurations (pass --max-memory to hold it lower)")
+    if settings.max_memory_mb is None:  # the default budget follows the model and the host, not a fixed 2 GB
+        budget_mb = follow_the_model(run, objective, budget_mb)
     return Checked(space, dropped, int8, "int8" in run.space.precisions, budget_mb, objective)
+
+
+def follow_the_model(run: Prepared, objective: Objective, budget_mb: float) -> float:
+    """The default budget, raised where this model's sessions at the batches tried, or Hindsight's defaults,
+    need more (a 2.2 GB reranker's session alone is past the 2 GB default: issue 52), as far as the host can
+    give; said either way."""
+    space = objective.space
+    needed = objective.budget_for([space.baseline(), space.heaviest()])
+    if needed is None or needed <= budget_mb:
+        return budget_mb
+    host_mb = default_budget_mb(cap_mb=math.inf)
+    raised = min(needed, max(host_mb, budget_mb))
+    if raised <= budget_mb:
+        return budget_mb
+    objective.memory_budget_mb = raised
+    model = objective.memory_model
+    weights = "" if model is None else f"weights {model.resident_mb():.0f} MB as a session holds them, "
+    run.stage(f"memory budget raised to {raised:.0f} MB for this model ({weights}activations at batches up to "
+              f"{space.heaviest().batch_size}, and Hindsight's defaults, which this host runs today"
+              + (")" if raised >= needed else f"; the host can give {host_mb:.0f} MB of the {needed:.0f} MB the "
+                 "largest batches need: those are refused") + "; pass --max-memory to hold it lower")
+    return raised
 
 
 def search(t: Tuning, store: optuna.storages.BaseStorage, progress: ProgressFn | None = None) -> Searched:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import tempfile
 import warnings
@@ -24,6 +23,7 @@ import onnx
 from autotune.errors import MissingDependencyError, ModelError
 from autotune.fileio import read_regular, sha256_bytes, sha256_file
 from autotune.paths import cache_dir, caches_readable
+from autotune.runtime.onnx_files import model_sha256
 
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2 (embedded default, bi-encoder in a cross-encoder graph)"
 # What Hindsight's PyTorch provider can load from the same weights: a stock BERT cross-encoder, whose
@@ -100,7 +100,7 @@ def load_model_dir(directory: Path, *, name: str | None = None, trained_head: bo
         directory=directory,
         onnx_path=onnx_path,
         tokenizer_path=tokenizer_path,
-        sha256=sha256_file(onnx_path, what="model", error=ModelError),
+        sha256=model_sha256(onnx_path),
         config=config,
         max_length=_max_length(directory, config),
         trained_head=trained_head,
@@ -197,30 +197,20 @@ _BUILT_HERE: set[Path] = set()  # cache entries this process built: `--fresh` re
 
 
 def cached_build(target: Path, make: Callable[[Path], None]) -> Path:
-    """`target` if it exists (and caches may be read: `--fresh` rebuilds it once); else `make` writes a
-    temporary file beside it, renamed into place only when whole, so a crash or a concurrent run never leaves
-    half a model where a cached one belongs. A link planted at `target` is replaced, never followed."""
+    """`target` if it exists (and caches may be read: `--fresh` rebuilds it once); else `make` writes it in a
+    scratch directory beside it, and it is moved into place only when whole (its data files first, the graph
+    last), so a crash or a concurrent run never leaves half a model where a cached one belongs. A link planted
+    at `target` is replaced, never followed."""
     if (target.exists() and not target.is_symlink()
             and (caches_readable() or target in _BUILT_HERE)):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=".build-", suffix=target.suffix, dir=target.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
+    scratch = Path(tempfile.mkdtemp(prefix=".build-", dir=target.parent))
     try:
-        make(tmp)
-        tmp.replace(target)
+        make(scratch / target.name)
+        for made in sorted(scratch.iterdir(), key=lambda p: p.name == target.name):  # the graph last
+            made.replace(target.parent / made.name)
         _BUILT_HERE.add(target)
     finally:
-        tmp.unlink(missing_ok=True)
-    return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=".build-", suffix=target.suffix, dir=target.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        make(tmp)
-        tmp.replace(target)
-    finally:
-        tmp.unlink(missing_ok=True)
+        shutil.rmtree(scratch, ignore_errors=True)
     return target

@@ -25,6 +25,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from autotune.errors import ModelError
+from autotune.runtime.matmul_rewrite import rewrite_weight_matmuls, save_rewritten
+from autotune.runtime.onnx_files import read_graph
 
 OPSET = 21  # blocked QuantizeLinear: one scale per token
 _EPS = 1e-8  # a token of zeros gets this scale rather than a division by zero
@@ -34,42 +36,26 @@ _C = "autotune_pt_"  # the prefix of every name the rewrite adds
 def write_per_token(source: Path, out: Path, *, unsigned_weights: bool, keep_fp32: Collection[str] = ()) -> Path:
     """Write `source` with every weight MatMul not in `keep_fp32` made per-token int8; `unsigned_weights`
     stores the weights uint8 (zero point 128) for CPUs whose u8s8 path can saturate (no VNNI)."""
-    model = _at_opset(onnx.load(str(source)), source)
-    graph = model.graph
-    weights = {init.name: init for init in graph.initializer}
-    nodes: list[onnx.NodeProto] = []
-    added = _constants()
+    model = _at_opset(read_graph(source), source)  # the weights stay on disk: read one MatMul's at a time
     quantized: dict[str, tuple[str, str]] = {}  # an input shared by several MatMuls (Q, K, V) is quantized once
-    for node in graph.node:
-        weight = node.input[1] if node.op_type == "MatMul" and len(node.input) == 2 else None
-        if weight not in weights or node.name in keep_fp32 or len(weights[weight].dims) != 2:
-            nodes.append(node)
-            continue
+
+    def per_token(node: onnx.NodeProto, weight: np.ndarray, prefix: str
+                  ) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
         x = node.input[0]
-        prefix = f"{_C}{len(added)}_"
+        nodes = []
         if x not in quantized:
             quantized[x] = (prefix + "q", prefix + "s")
-            nodes += _quantize_tokens(x, prefix, int(weights[weight].dims[0]))
+            nodes += _quantize_tokens(x, prefix, int(weight.shape[0]))
         q, s = quantized[x]
-        wq, w_scale, w_zero = _weight(numpy_helper.to_array(weights[weight]), unsigned_weights)
-        added += [numpy_helper.from_array(wq, prefix + "wq"), numpy_helper.from_array(w_scale, prefix + "ws"),
-                  numpy_helper.from_array(w_zero, prefix + "wz")]
+        wq, w_scale, w_zero = _weight(weight, unsigned_weights)
         nodes += [helper.make_node("MatMulIntegerToFloat", [q, prefix + "wq", _C + "one", prefix + "ws", _C + "zp",
                                                             prefix + "wz"], [prefix + "f"], domain="com.microsoft"),
                   helper.make_node("Mul", [prefix + "f", s], [node.output[0]], name=node.name)]
-    used = {name for n in nodes for name in n.input}
-    kept = [init for init in graph.initializer if init.name in used]
-    del graph.node[:]
-    graph.node.extend(nodes)
-    del graph.initializer[:]
-    graph.initializer.extend(kept + added)
-    if not any(o.domain == "com.microsoft" for o in model.opset_import):
-        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
-    try:
-        onnx.save(model, str(out))
-    except (OSError, ValueError) as exc:
-        raise ModelError(f"writing the per-token int8 graph failed: {exc}") from exc
-    return out
+        return nodes, [numpy_helper.from_array(wq, prefix + "wq"), numpy_helper.from_array(w_scale, prefix + "ws"),
+                       numpy_helper.from_array(w_zero, prefix + "wz")]
+
+    model = rewrite_weight_matmuls(model, Path(source).parent, keep_fp32, per_token, _C, _constants())
+    return save_rewritten(model, out, Path(source).parent, "the per-token int8 graph")
 
 
 def _at_opset(model: onnx.ModelProto, source: Path) -> onnx.ModelProto:

@@ -20,8 +20,9 @@ from typing import Any
 
 import onnx
 
-from autotune.errors import ModelError
+from autotune.errors import ModelError, first_line
 from autotune.paths import cache_dir
+from autotune.runtime.onnx_files import data_files, read_graph, tensor_array
 
 # tried in this order: per-token's verdict holds at every batch (and it kept the most results on the embedded
 # default); per-channel keeps more of the results than per-tensor. Both of those are faster where they pass
@@ -86,7 +87,7 @@ class Int8Variant:
 
 def weight_matmuls(path: Path) -> list[str]:
     """The MatMul nodes that multiply by a weight (an initializer): the ones quantization makes int8."""
-    model = onnx.load(str(path), load_external_data=False)
+    model = read_graph(path)
     weights = {init.name for init in model.graph.initializer}
     return [n.name for n in model.graph.node if n.op_type == "MatMul" and any(i in weights for i in n.input)]
 
@@ -94,14 +95,12 @@ def weight_matmuls(path: Path) -> list[str]:
 def _weight_digests(path: Path) -> dict[str, str]:
     """Each weight MatMul's node name -> a digest of its weight's values: what two graphs of one model share
     when their names do not (the fused graph's MatMuls are named and numbered apart from the plain one's)."""
-    from onnx import numpy_helper
-
-    model = onnx.load(str(path))
+    model = read_graph(path)  # one weight's bytes at a time
     weights = {init.name: init for init in model.graph.initializer}
     out = {}
     for node in model.graph.node:
         if node.op_type == "MatMul" and len(node.input) == 2 and node.input[1] in weights:
-            array = numpy_helper.to_array(weights[node.input[1]])
+            array = tensor_array(weights[node.input[1]], Path(path).parent)
             out[node.name] = hashlib.sha256(str(array.shape).encode() + array.tobytes()).hexdigest()
     return out
 
@@ -142,6 +141,11 @@ def quantize_to(out: Path, source: Path, *, has_vnni: bool, variant: Int8Variant
         from autotune.runtime.per_token import write_per_token
 
         return write_per_token(source, out, unsigned_weights=fmt == "u8u8", keep_fp32=fp32_nodes)
+    if data_files(source):  # weights outside the graph: rewritten one at a time, not all loaded
+        from autotune.runtime.dynamic_int8 import write_dynamic
+
+        return write_dynamic(source, out, unsigned_weights=fmt == "u8u8", per_channel=variant.scales == "per-channel",
+                             keep_fp32=fp32_nodes)
     try:
         with warnings.catch_warnings(), quiet_root_logger():
             warnings.simplefilter("ignore")
@@ -156,7 +160,7 @@ def quantize_to(out: Path, source: Path, *, has_vnni: bool, variant: Int8Variant
                 extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
             )
     except Exception as exc:
-        raise ModelError(f"int8 quantization of {source} failed: {exc}") from exc
+        raise ModelError(f"int8 quantization of {source} failed: {first_line(exc)}") from exc
     return out
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from autotune.runtime.backends import Backend, OrtBackend
 from autotune.runtime.engine import EngineConfig, EngineTraits, Pairs, RerankEngine
+from autotune.runtime.heap import give_back
 from autotune.runtime.model import ModelBundle
 from autotune.runtime.quantize import Int8Variant, int8_model_path
 from autotune.runtime.tokenize import PairTokenizer
@@ -97,7 +98,7 @@ class EnginePool:
     def release(self) -> None:
         """Drop every session (and its arena), so the next measurement starts from a bare process."""
         self._backends.clear()
-        gc.collect()
+        give_back()
 
     def engine(self, config: EngineConfig) -> RerankEngine:
         return self._engine(self.backend(config), config)

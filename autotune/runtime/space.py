@@ -83,6 +83,14 @@ class SearchSpace:
             return True
         return config.workers * (config.intra_op_threads or self.core_budget) <= self.core_budget
 
+    def heaviest(self) -> EngineConfig:
+        """The configuration that holds the most memory: the largest batch, fp32 where it is searched, the arena
+        on, as many workers (each a session of its own where the target gives them one) as the cores allow."""
+        return EngineConfig(batch_size=max(self.batch_sizes), intra_op_threads=1, length_sort=False,
+                            precision="fp32" if "fp32" in self.precisions else self.precisions[0],
+                            mem_arena=max(self.mem_arena), graph="plain",
+                            workers=max(w for w in self.workers if w <= (self.core_budget or w)))
+
     def baseline(self) -> EngineConfig:
         """Hindsight's default, as it behaves on this workload (batch 32, capped like the rest)."""
         return EngineConfig(batch_size=min(BASELINE.batch_size, max(self.batch_sizes)),

@@ -31,7 +31,7 @@ class BurstShape:
 
     def estimate_mb(self, model: ModelMemory, length: int) -> float:
         sessions = 1 if self.shared_session else self.workers
-        return (sessions * (2 * model.weights_mb + RUNTIME_MB)
+        return (sessions * (model.resident_mb() + RUNTIME_MB)
                 + self.workers * model.batch_mb(self.rows_at(length), length))
 
     def longest_within(self, model: ModelMemory, model_max: int, room_mb: float) -> int | None:

@@ -24,7 +24,6 @@ from autotune.paths import caches_readable, state_dir
 from autotune.runtime.engine import EngineConfig, ScoringPool
 from autotune.runtime.quantize import Int8Variant
 from autotune.search.measure import replay
-from autotune.search.memory import give_back
 from autotune.workload.queries import Query, Workload
 
 SPEED_CONFIG = EngineConfig(batch_size=8, intra_op_threads=0, length_sort=True, precision="fp32")
@@ -168,7 +167,6 @@ def int8_speed(pool: ScoringPool, workload: Workload, *, host: str, rounds: int 
         paired = [f / i for f, i in zip(times["fp32"], times[scales], strict=True) if i > 0]
         ratios.append((scales, statistics.median(paired), sum(p > 1.0 for p in paired)))
     del fp32, engines  # three sessions: freed, and the heap given back, before the search measures memory
-    pool.release()
-    give_back()
+    pool.release()  # which gives the heap back
     return Int8Speed(tuple(ratios), rounds, sum(len(q.documents) for q in sample.queries),
                      time.monotonic() - started, host, tuple(unbuilt))

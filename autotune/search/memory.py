@@ -22,6 +22,8 @@ ESTIMATE_MARGIN = 1.5  # a configuration is run only if this much over its estim
 # worst measured under-estimate was 1.45x (benchmarks/run_memory.py, arena on and off, batch 1 to 100)
 MIN_CALIBRATION_MB = 32.0  # below this, one measured batch is mostly noise
 MAX_ACTIVATION_SCALE = 16.0
+LARGE_WEIGHTS_MB = 512.0  # from here on a session's measured size is mostly weights (`calibrated`)
+MIN_WEIGHTS_FACTOR = 1.0  # never count fewer than one copy, whatever one measurement says
 RUNTIME_MB = 20.0  # an ORT session's own buffers and thread pool, beyond weights and activations
 MB = 2**20
 _STATUS = Path("/proc/self/status")
@@ -53,17 +55,6 @@ def process_peak_mb() -> float:
     """This process's peak RSS over its whole life, although per-trial measurements reset the kernel's
     mark (and with it `getrusage`'s `ru_maxrss`)."""
     return max(_highest_mb, (_status_kb("VmHWM") or 0) / 1024, rss_mb())
-
-
-def give_back() -> None:
-    """Return freed heap to the OS: glibc keeps what a dropped session's arena freed, so the RSS would not fall."""
-    import contextlib
-    import ctypes
-    import gc
-
-    gc.collect()
-    with contextlib.suppress(OSError, AttributeError):  # not glibc: the RSS falls as the allocator decides
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def rss_mb() -> float:
@@ -153,6 +144,7 @@ class ModelMemory:
     hidden: int
     intermediate: int
     activation_scale: float = 1.0  # measured over estimated activations on the longest pair (`calibrated`)
+    weights_factor: float = 2.0  # copies of the weights a session holds (`session_mb`); measured on large models
 
     @classmethod
     def from_config(cls, config: dict[str, Any], weights_bytes: int) -> ModelMemory | None:
@@ -174,15 +166,29 @@ class ModelMemory:
 
         The formula counts BERT's buffers; other families hold more (a ModernBERT export with 8192
         positions took three times as much on a 2,100-token pair: its masks and rotary buffers are L x L
-        too). Only ever scaled up, and only where the activations are large enough to measure."""
-        estimated = self.batch_mb(1, longest)
+        too). Only ever scaled up, and only where the activations are large enough to measure.
+
+        A large model's session is mostly its weights, and there the measurement sets how many copies it
+        holds: a 2.2 GB graph with external data held 0.9 of its weights, not 2 (onnxruntime maps the data file
+        and keeps MLAS's prepacked copy alone), and counting 2 refused every configuration of it (issue 52). Only
+        ever lowered to 1 copy, and only where the weights dwarf everything else measured."""
+        model = self
+        if self.weights_mb >= LARGE_WEIGHTS_MB:
+            copies = (measured_session_mb - RUNTIME_MB - self.batch_mb(1, longest)) / self.weights_mb
+            model = replace(self, weights_factor=min(max(copies, MIN_WEIGHTS_FACTOR), self.weights_factor))
+        estimated = model.batch_mb(1, longest)
         if estimated < MIN_CALIBRATION_MB:
-            return self
-        scale = (measured_session_mb - 2 * self.weights_mb - RUNTIME_MB) / estimated * self.activation_scale
-        return replace(self, activation_scale=min(max(scale, self.activation_scale), MAX_ACTIVATION_SCALE))
+            return model
+        scale = (measured_session_mb - model.resident_mb() - RUNTIME_MB) / estimated * model.activation_scale
+        return replace(model, activation_scale=min(max(scale, model.activation_scale), MAX_ACTIVATION_SCALE))
+
+    def resident_mb(self) -> float:
+        """The weights as a session holds them."""
+        return self.weights_factor * self.weights_mb
 
     def session_mb(self, rows: int, longest: int) -> float:
-        """A session holds its weights twice (the initializers, and MLAS's prepacked copy for GEMM), a
-        small fixed runtime, and one batch's activations. Calibrated on the embedded default: within
-        about 30% of the measured peak from batch 1 to 100 (benchmarks/run_memory.py, part 1)."""
-        return 2 * self.weights_mb + RUNTIME_MB + self.batch_mb(rows, longest)
+        """A session holds its weights twice (the initializers, and MLAS's prepacked copy for GEMM; fewer where a
+        large model's were measured), a small fixed runtime, and one batch's activations. Calibrated on the
+        embedded default: within about 30% of the measured peak from batch 1 to 100 (benchmarks/run_memory.py,
+        part 1)."""
+        return self.resident_mb() + RUNTIME_MB + self.batch_mb(rows, longest)

@@ -10,6 +10,7 @@ import optuna
 
 from autotune.runtime.engine import EngineConfig, ScoringPool
 from autotune.runtime.model import ModelBundle
+from autotune.runtime.onnx_files import model_bytes
 from autotune.search.memory import ModelMemory, PeakRss, process_peak_mb
 from autotune.search.objective import Objective
 from autotune.search.served_memory import BurstPlan, measure_served
@@ -55,7 +56,7 @@ class MemoryReport:
 def calibrated_memory_model(bundle: ModelBundle, pool: ScoringPool, workload: Workload,
                             lengths: list[list[int]] | None) -> ModelMemory | None:
     """The memory model, calibrated on one measured session scoring the workload's longest pair alone."""
-    model = ModelMemory.from_config(bundle.config, bundle.onnx_path.stat().st_size)
+    model = ModelMemory.from_config(bundle.config, model_bytes(bundle.onnx_path))
     if model is None or not lengths:
         return model
     longest, q, d = max((n, q, d) for q, row in enumerate(lengths) for d, n in enumerate(row))

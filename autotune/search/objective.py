@@ -22,7 +22,7 @@ from optuna.trial import FrozenTrial, TrialState
 from autotune.runtime.engine import EngineConfig, ScoringPool, plan_batches
 from autotune.runtime.space import SearchSpace
 from autotune.search.measure import Load
-from autotune.search.memory import ESTIMATE_MARGIN, ModelMemory, PeakRss, give_back, rss_mb
+from autotune.search.memory import ESTIMATE_MARGIN, ModelMemory, PeakRss, rss_mb
 from autotune.search.memory_guard import TRIP_SHARE, MemoryTripped, measuring, rearm
 from autotune.search.parity import compare
 from autotune.search.space import SearchSettings
@@ -105,8 +105,7 @@ class Objective:
             with peak:
                 value = self._measure(trial, config)
         except MemoryTripped as tripped:  # this trial, not the run: freed, it is rejected and the search goes on
-            self.pool.release()
-            give_back()
+            self.pool.release()  # which gives the heap back
             if not rearm():
                 raise
             trial.set_constraint("memory", max(peak.peak_mb - (self.memory_budget_mb or 0.0), 1.0))
@@ -192,11 +191,19 @@ class Objective:
         estimate = self.estimate_mb(baseline)
         if estimate is None or self.memory_budget_mb is None or self.over_budget(baseline, estimate) is None:
             return None
-        needed = math.ceil((rss_mb() + ESTIMATE_MARGIN * estimate) / 64 + 1) * 64.0
-        if needed > host_mb:
+        needed = self.budget_for([baseline])
+        if needed is None or needed > host_mb:
             return None
         self.memory_budget_mb = needed
         return needed
+
+    def budget_for(self, configs: Sequence[EngineConfig]) -> float | None:
+        """The budget that holds each of `configs` with the estimate's margin beside what the tuner holds now
+        (rounded up to 64 MB); None where there is no estimate."""
+        estimates = [self.estimate_mb(c) for c in configs]
+        if not estimates or any(e is None for e in estimates):
+            return None
+        return math.ceil((rss_mb() + ESTIMATE_MARGIN * max(estimates)) / 64 + 1) * 64.0  # type: ignore[type-var]
 
     def _excess_mb(self, estimate: float) -> float:
         """How far the RSS now plus the estimate with its margin would pass the budget (> 0: it would)."""

@@ -50,3 +50,14 @@ def test_warm_up_scores_small_batches_on_every_engine():
     engines = [Recorder(), Recorder()]
     warm_up(engines, 5)  # type: ignore[arg-type]
     assert [e.calls for e in engines] == [[5] * WARM_UP_ROUNDS] * 2
+
+
+def test_releasing_the_sessions_gives_the_heap_back(tiny_model_dir, monkeypatch):
+    """Issue 52: glibc kept a dropped 2.2 GB session's heap, and the RSS the budget watches never fell."""
+    from autotune.runtime import sessions
+
+    given: list[bool] = []
+    monkeypatch.setattr(sessions, "give_back", lambda: given.append(True))
+    pool = sessions.EnginePool(load_model_dir(tiny_model_dir), has_vnni=False)
+    pool.release()
+    assert given == [True]

@@ -72,3 +72,16 @@ def test_the_process_peak_survives_the_per_trial_resets():
     with PeakRss():  # resets the kernel's mark, as every trial does
         pass
     assert process_peak_mb() > before + 250
+
+
+def test_a_large_models_measured_session_sets_how_many_copies_of_its_weights_count():
+    """Issue 52: a 2.2 GB graph's session held 0.9 of its weights; counting 2 refused every configuration."""
+    large = ModelMemory(weights_mb=2135.0, layers=24, heads=16, hidden=1024, intermediate=4096)
+    measured = 0.9 * 2135.0 + memory.RUNTIME_MB + large.batch_mb(1, 64)
+    assert large.calibrated(measured, 64).weights_factor == pytest.approx(1.0)  # never fewer than one copy
+    assert large.calibrated(1.5 * 2135.0 + large.batch_mb(1, 64) + memory.RUNTIME_MB, 64).weights_factor \
+        == pytest.approx(1.5)
+    assert large.calibrated(5 * 2135.0, 64).weights_factor == 2.0  # never more than the default two
+    small = ModelMemory(weights_mb=90.0, layers=6, heads=12, hidden=384, intermediate=1536)
+    assert small.calibrated(90.0, 64).weights_factor == 2.0  # a small model's session is not mostly weights
+    assert large.calibrated(measured, 64).session_mb(1, 64) < large.session_mb(1, 64) - 2000

@@ -198,3 +198,14 @@ def test_the_default_budget_makes_room_for_hindsights_defaults_where_the_host_ca
     assert raised is not None and objective.memory_budget_mb == raised
     assert objective.over_budget(SPACE.baseline()) is None
     assert objective.room_for_baseline(host_mb=1e9) is None  # fits now: nothing more to do
+
+
+def test_the_budget_for_a_set_of_configurations_holds_the_heaviest_with_the_margin(setup):
+    objective = _objective(setup, memory_model=ModelMemory(500.0, 2, 4, 32, 64), lengths=[[10, 20]] * 8)
+    heaviest = SPACE.heaviest()
+    assert heaviest.batch_size == max(SPACE.batch_sizes) and heaviest.precision == "fp32"
+    budget = objective.budget_for([SPACE.baseline(), heaviest])
+    estimates = [objective.estimate_mb(c) for c in (SPACE.baseline(), heaviest)]
+    assert budget is not None and budget >= rss_mb() + 1.5 * max(estimates)  # type: ignore[type-var]
+    objective.memory_budget_mb = budget
+    assert objective.over_budget(heaviest) is None and objective.over_budget(SPACE.baseline()) is None

@@ -50,10 +50,12 @@ FAMILIES = [
 ]
 
 
-def _tokenizer(family: Family) -> Tokenizer:
-    """A word-level tokenizer with the family's pair template (RoBERTa doubles the separator)."""
+def word_tokenizer(family: Family, size: int = 0) -> Tokenizer:
+    """A word-level tokenizer with the family's pair template (RoBERTa doubles the separator), its vocabulary
+    filled to `size` entries where a model of a real vocabulary's size is wanted."""
     pad, unk, cls, sep = family.special
-    vocab = {tok: i for i, tok in enumerate([pad, unk, cls, sep, *WORDS])}
+    words = [pad, unk, cls, sep, *WORDS]
+    vocab = {tok: i for i, tok in enumerate(words + [f"w{i}" for i in range(max(0, size - len(words)))])}
     tok = Tokenizer(models.WordLevel(vocab, unk_token=unk))
     tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Whitespace(), pre_tokenizers.Punctuation()])
     pair = f"{cls} $A {sep} {sep} $B:1 {sep}:1" if family.model_type == "xlm-roberta" else \
@@ -66,7 +68,7 @@ def _tokenizer(family: Family) -> Tokenizer:
 
 def export(family: Family, directory: Path) -> tuple[Path, torch.nn.Module]:
     """A tiny random cross-encoder of the family, exported as ONNX with its tokenizer and config."""
-    tokenizer = _tokenizer(family)
+    tokenizer = word_tokenizer(family)
     tokenizer.save(str(directory / "tokenizer.json"))
     torch.manual_seed(0)
     model_cls = {"bert": transformers.BertForSequenceClassification,
