@@ -89,8 +89,7 @@ def real_hindsight_setup() -> tuple[object, list[str]]:
     if missing:
         raise SystemExit(f"cannot run a real Hindsight here: {missing}")
     host = default_probe().probe()
-    print(f"host: {host.brand}, {host.cores.usable} usable cores, ISA "
-          f"{','.join(k for k, v in host.isa.items() if v)}, onnxruntime {host.onnxruntime}")
+    print(host_line(host))
     return host, (ROOT / "examples" / "queries.txt").read_text().splitlines()
 
 

@@ -94,7 +94,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     for prec in ("fp32", "int8"):
         p.add_argument(f"--{prec}-max-abs", type=finite_float, help=f"parity: max |Δscore| for {prec}")
         p.add_argument(f"--{prec}-min-spearman", type=finite_float, help=f"parity: min Spearman rho for {prec}")
-        p.add_argument(f"--{prec}-min-topk", type=finite_float, help=f"parity: min top-k overlap for {prec}")
+        p.add_argument(f"--{prec}-min-topk", type=finite_float, help=f"parity: min top-k overlap for {prec}, per query (the mean's floor is never above it)")
 
 
 def tolerances_from(args: argparse.Namespace) -> dict[str, object]:
@@ -105,6 +105,8 @@ def tolerances_from(args: argparse.Namespace) -> dict[str, object]:
         for field, value in changes.items():
             if value < 0 or (field != "max_abs" and value > 1):
                 raise OptionsError(f"--{prec}-{field.replace('_', '-')} out of range: {value}")
+        if "min_topk" in changes:  # a floor the user lowered: the mean's floor is never above it
+            changes["min_topk_mean"] = min(default.min_topk_mean, changes["min_topk"])
         out[f"{prec}_tolerance"] = replace(default, **changes)
     return out
 

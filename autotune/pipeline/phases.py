@@ -202,23 +202,28 @@ def precheck(run: Prepared, loaded: Loaded) -> Checked:
 def follow_the_model(run: Prepared, objective: Objective, budget_mb: float) -> float:
     """The default budget, raised where this model's sessions at the batches tried, or Hindsight's defaults,
     need more (a 2.2 GB reranker's session alone is past the 2 GB default: issue 52), as far as the host can
-    give; said either way."""
+    give; said either way. Where two of its sessions at once (what the pool keeps, and a race holds) would pass
+    it, the pool keeps one."""
     space = objective.space
-    needed = objective.budget_for([space.baseline(), space.heaviest()])
-    if needed is None or needed <= budget_mb:
-        return budget_mb
-    host_mb = default_budget_mb(cap_mb=math.inf)
-    raised = min(needed, max(host_mb, budget_mb))
-    if raised <= budget_mb:
-        return budget_mb
-    objective.memory_budget_mb = raised
-    model = objective.memory_model
-    weights = "" if model is None else f"weights {model.resident_mb():.0f} MB as a session holds them, "
-    run.stage(f"memory budget raised to {raised:.0f} MB for this model ({weights}activations at batches up to "
-              f"{space.heaviest().batch_size}, and Hindsight's defaults, which this host runs today"
-              + (")" if raised >= needed else f"; the host can give {host_mb:.0f} MB of the {needed:.0f} MB the "
-                 "largest batches need: those are refused") + "; pass --max-memory to hold it lower")
-    return raised
+    corners = [space.baseline(), space.heaviest()]
+    needed = objective.budget_for(corners)
+    if needed is not None and needed > budget_mb:
+        host_mb = default_budget_mb(cap_mb=math.inf)
+        raised = min(needed, max(host_mb, budget_mb))
+        if raised > budget_mb:
+            budget_mb = objective.memory_budget_mb = raised
+            model = objective.memory_model
+            weights = "" if model is None else f"weights {model.resident_mb():.0f} MB as a session holds them, "
+            run.stage(f"memory budget raised to {raised:.0f} MB for this model ({weights}activations at batches "
+                      f"up to {space.heaviest().batch_size}, and Hindsight's defaults, which this host runs today"
+                      + (")" if raised >= needed else f"; the host can give {host_mb:.0f} MB of the {needed:.0f} "
+                         "MB the largest batches need: those are refused") + "; pass --max-memory to hold it lower")
+    two = objective.budget_for_race(corners)
+    if two is not None and two > budget_mb and objective.pool.max_sessions > 1:
+        objective.pool.keep_sessions(1)
+        run.stage("two sessions of this model at once would pass the memory budget: the pool keeps one at a time "
+                  "(a configuration's session is made again when its turn comes)")
+    return budget_mb
 
 
 def search(t: Tuning, store: optuna.storages.BaseStorage, progress: ProgressFn | None = None) -> Searched:

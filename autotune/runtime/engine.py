@@ -281,8 +281,13 @@ class ScoringPool(Protocol):
     traits: EngineTraits
     checkpoint: Path | None  # the PyTorch weights it runs, where it runs PyTorch
     int8_variant: Int8Variant  # which int8 graph `precision="int8"` runs, where it runs one
+    max_sessions: int  # sessions (each a copy of the weights) it keeps alive at once
 
     def engine(self, config: EngineConfig) -> Scoring: ...
+
+    def keep_sessions(self, n: int) -> None:
+        """Keep at most `n` sessions alive from now on."""
+        ...
 
     def serving(self, config: EngineConfig) -> Sequence[Scoring]:
         """One scorer per worker of `config` (refused where the pool cannot serve that many)."""

@@ -88,8 +88,6 @@ def _fuse(bundle: ModelBundle, out: Path) -> None:
     if model_type not in OPTIMIZER_TYPES:
         raise FusionUnavailable(f"onnxruntime's optimizer has no attention fusion for model_type "
                                 f"{model_type or 'unknown'!r}")
-    from onnxruntime.transformers.optimizer import optimize_model
-
     heads = int(bundle.config.get("num_attention_heads", 0))
     hidden = int(bundle.config.get("hidden_size", 0))
     source = bundle.onnx_path
@@ -97,6 +95,8 @@ def _fuse(bundle: ModelBundle, out: Path) -> None:
     try:
         with warnings.catch_warnings(), quiet_root_logger(), _reading_data_in(source.parent):
             warnings.simplefilter("ignore")
+            from onnxruntime.transformers.optimizer import optimize_model  # it imports sympy, among others
+
             optimized = optimize_model(graph, model_type=OPTIMIZER_TYPES[model_type], num_heads=heads,
                                        hidden_size=hidden, opt_level=0, use_gpu=False)
             optimized.topological_sort()

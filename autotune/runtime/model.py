@@ -23,7 +23,7 @@ import onnx
 from autotune.errors import MissingDependencyError, ModelError
 from autotune.fileio import read_regular, sha256_bytes, sha256_file
 from autotune.paths import cache_dir, caches_readable
-from autotune.runtime.onnx_files import model_sha256
+from autotune.runtime.onnx_files import check_saved, model_sha256, save_model
 
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2 (embedded default, bi-encoder in a cross-encoder graph)"
 # What Hindsight's PyTorch provider can load from the same weights: a stock BERT cross-encoder, whose
@@ -163,7 +163,8 @@ def _build_into(src: Path, target: Path, *, stock: bool) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=target.parent))
     try:
-        onnx.save_model(model, str(tmp / "model.onnx"))
+        save_model(model, tmp / "model.onnx")  # with external data past 2 GB
+        check_saved(tmp / "model.onnx", "the built graph")
         for name in ("tokenizer.json", "config.json", "tokenizer_config.json", "special_tokens_map.json"):
             if (src / name).exists():
                 shutil.copy2(src / name, tmp / name)

@@ -32,9 +32,16 @@ class EnginePool:
         self.max_length = min(self.traits.max_tokens or bundle.max_length, bundle.max_length)
         self.tokenizer = PairTokenizer(bundle.tokenizer_path, self.max_length)
         self._backends: dict[SessionKey, Backend] = {}
-        self._max_sessions = max_sessions
+        self.max_sessions = max_sessions
         self.checkpoint: Path | None = None  # ONNX Runtime needs no PyTorch weights
         self.int8_variant = Int8Variant()  # which int8 graph `precision="int8"` runs (`use_int8` changes it)
+
+    def keep_sessions(self, n: int) -> None:
+        """Keep at most `n` sessions alive from now on (one, where two of a large model pass the memory budget)."""
+        self.max_sessions = max(1, n)
+        while len(self._backends) > self.max_sessions:
+            self._backends.pop(next(iter(self._backends)))
+        give_back()
 
     def use_int8(self, variant: Int8Variant) -> None:
         """Run `variant` for every int8 configuration from now on; int8 sessions of another are dropped."""
@@ -89,9 +96,9 @@ class EnginePool:
         run = self.effective(config)
         key = (run.precision, run.graph, run.intra_op_threads, run.mem_arena, run.spinning)
         if key not in self._backends:
-            if len(self._backends) >= self._max_sessions:  # bound memory: each session holds its own peak
+            while self._backends and len(self._backends) >= self.max_sessions:  # each holds its own peak
                 self._backends.pop(next(iter(self._backends)))
-                gc.collect()
+                give_back()
             self._backends[key] = self._new_backend(config)
         return self._backends[key]
 

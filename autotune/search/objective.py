@@ -205,6 +205,11 @@ class Objective:
             return None
         return math.ceil((rss_mb() + ESTIMATE_MARGIN * max(estimates)) / 64 + 1) * 64.0  # type: ignore[type-var]
 
+    def budget_for_race(self, configs: Sequence[EngineConfig]) -> float | None:
+        """The budget a race of `configs` needs with the estimate's margin (as `race_fits` counts it)."""
+        need = self.race_mb(configs, loads=1)
+        return None if need is None else math.ceil((rss_mb() + ESTIMATE_MARGIN * need) / 64 + 1) * 64.0
+
     def _excess_mb(self, estimate: float) -> float:
         """How far the RSS now plus the estimate with its margin would pass the budget (> 0: it would)."""
         return rss_mb() + ESTIMATE_MARGIN * estimate - self.memory_budget_mb  # type: ignore[operator]
@@ -222,7 +227,7 @@ class Objective:
         return config.workers * session
 
     def race_mb(self, configs: Sequence[EngineConfig], loads: int) -> float | None:
-        """What a race of `configs` holds at once. The pool keeps at most two sessions, but each timer's
+        """What a race of `configs` holds at once. The pool keeps at most `max_sessions` (two), but each timer's
         workers with sessions of their own (the `tei` target's) hold them from the first round to the last,
         once per load the race runs: summed over the finalists, they once passed 4 GB on a 2 GB budget."""
         sizes = [self._sizes(c) for c in configs]
@@ -230,7 +235,7 @@ class Objective:
             return None
         shared = self.pool.traits.shared_session
         pooled = sorted((s + (c.workers - 1) * b if shared else s for c, (s, b) in zip(configs, sizes, strict=True)),
-                        reverse=True)[:2]
+                        reverse=True)[:self.pool.max_sessions]
         own = 0.0 if shared else sum(loads * (c.workers - 1) * s for c, (s, _) in zip(configs, sizes, strict=True))
         return sum(pooled) + own
 

@@ -313,3 +313,18 @@ def test_max_tokens_below_the_shortest_cut_is_refused_and_the_cut_is_part_of_the
         assert status == ExitStatus.OK, err
         studies.append(next(line for line in err.splitlines() if "(study " in line).split("(study ")[1])
     assert studies[0] != studies[1]
+
+
+def test_a_lowered_top_k_floor_lowers_the_mean_floor_with_it():
+    """`--int8-min-topk 0.5` left the mean's floor at 0.95: the flag loosened nothing a user could see."""
+    import argparse
+
+    from autotune.commands.run import add_arguments, tolerances_from
+    from autotune.search.parity import INT8_TOLERANCE
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    lowered = tolerances_from(parser.parse_args(["--workload", "w", "--int8-min-topk", "0.5"]))["int8_tolerance"]
+    assert lowered.min_topk == 0.5 and lowered.min_topk_mean == 0.5  # type: ignore[attr-defined]
+    raised = tolerances_from(parser.parse_args(["--workload", "w", "--int8-min-topk", "0.99"]))["int8_tolerance"]
+    assert raised.min_topk_mean == INT8_TOLERANCE.min_topk_mean  # type: ignore[attr-defined]

@@ -85,3 +85,25 @@ def test_bad_config_is_rejected():
         BertShape.from_config(dict(TINY_CONFIG, num_attention_heads=5))
     with pytest.raises(ValueError, match="lacks"):
         BertShape.from_config({"hidden_size": 32})
+
+
+def test_a_graph_past_protobufs_limit_is_checked_from_disk_not_in_memory(monkeypatch, tmp_path):
+    """Issue 52: `onnx.checker.check_model` on an in-memory proto past 2 GB fails; such a graph is built
+    unchecked, saved with external data, and checked by its path."""
+    import onnx
+
+    from autotune.runtime import bert_onnx, onnx_files
+    from tests.support.models import TINY_CONFIG, tiny_weights
+
+    real_check = onnx.checker.check_model
+
+    def by_path_only(model: object, *args: object, **kwargs: object) -> None:
+        assert isinstance(model, str), "an in-memory proto past the limit was checked"
+        real_check(model, *args, **kwargs)
+
+    monkeypatch.setattr(bert_onnx, "PROTOBUF_LIMIT", 1)
+    monkeypatch.setattr(onnx.checker, "check_model", by_path_only)
+    model, _ = bert_onnx.build_bert_cross_encoder(tiny_weights(TINY_CONFIG), TINY_CONFIG)
+    out = onnx_files.save_model(model, tmp_path / "model.onnx", external=True)
+    assert onnx_files.check_saved(out, "the graph") == out
+    assert [p.name for p in onnx_files.data_files(out)] == ["model.onnx_data"]

@@ -61,3 +61,42 @@ def test_when_the_optimizer_finds_no_attention_the_variant_is_refused(tmp_path):
     (directory / "config.json").write_text(json.dumps(config))
     with pytest.raises(FusionUnavailable, match="no attention fused"):
         fused_model_path(load_model_dir(directory))
+
+
+def test_an_external_data_graph_fuses_with_its_weights_read_one_at_a_time(external_model_dir, monkeypatch,
+                                                                          tmp_path):
+    """Issue 52: the optimizer given the whole 2.2 GB model held 15.4 GB; given the graph alone it reads only the
+    weights it fuses. The fused graph keeps one data file beside it, and scores as the plain one."""
+    import onnx
+    from onnxruntime.transformers import optimizer
+
+    from autotune.runtime import onnx_files
+
+    given = []  # (a graph, not a path; its weights outside it; how many of those were loaded) as the optimizer got it
+
+    def spy(model: object, **kwargs: object) -> object:
+        outside = [t for t in onnx_files.tensors(model) if t.data_location == onnx.TensorProto.EXTERNAL]  # type: ignore[arg-type]
+        given.append((isinstance(model, onnx.ModelProto), len(outside), sum(bool(t.raw_data) for t in outside)))
+        return real(model, **kwargs)
+
+    real = optimizer.optimize_model
+    monkeypatch.setattr(optimizer, "optimize_model", spy)
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path / "cache"))
+    bundle = load_model_dir(external_model_dir)
+    path = fused_model_path(bundle)
+    assert len(given) == 1 and given[0][0] and given[0][1] > 10 and given[0][2] == 0, given
+    assert fused_ops(path)["Attention"] == 2
+    assert [p.name for p in onnx_files.data_files(path)] == ["model.onnx_data"]
+    pool = EnginePool(bundle, has_vnni=False)
+    np.testing.assert_allclose(_scores(pool, FUSED), _scores(pool, PLAIN), atol=1e-5)
+
+
+def test_a_missing_optimizer_dependency_is_a_reason_not_a_crash(external_model_dir, monkeypatch, tmp_path):
+    """The optimizer imports sympy; a host without it once saw "missing 'sympy'" (issue 52): it is a declared
+    dependency now, and any module missing still drops the fused graph with the module's name."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "onnxruntime.transformers.optimizer", None)
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(FusionUnavailable, match=r"onnxruntime\.transformers\.optimizer, which is not installed"):
+        fused_model_path(load_model_dir(external_model_dir))

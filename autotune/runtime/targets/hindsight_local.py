@@ -95,6 +95,7 @@ class LocalPool:
         self.model = load_cross_encoder(checkpoint)
         self.zero_threads = hindsight_native_threads(usable_cores)
         self.int8_variant = Int8Variant()  # never used: PyTorch runs fp32 only
+        self.max_sessions = 1  # the checkpoint, loaded once
 
     def effective(self, config: EngineConfig) -> EngineConfig:
         """PyTorch reads only batch size, bucket batching and threads; the rest is ORT's."""
@@ -103,6 +104,9 @@ class LocalPool:
 
     def release(self) -> None:
         """The checkpoint is the one model; there are no per-configuration sessions to drop."""
+
+    def keep_sessions(self, n: int) -> None:
+        """The checkpoint is the one session, whatever `n`."""
 
     def model_path(self, config: EngineConfig) -> Path | None:
         """None: PyTorch runs the checkpoint, not an ONNX graph."""
