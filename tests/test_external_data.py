@@ -29,7 +29,7 @@ def tuned(tmp_path_factory: pytest.TempPathFactory, external_model_dir: Path) ->
     work = tmp_path_factory.mktemp("external-run")
     (work / "queries.jsonl").write_text(QUERIES)
     status, out, err = run_in(work, ["run", "--model", str(external_model_dir), "--workload", "queries.jsonl",
-                                     *FAST, "--precisions", "fp32,int8"], chdir=True)
+                                     *FAST, "--precisions", "int8"], chdir=True)  # the rewrites, and apply redoing them
     assert status == 0, out + err
     return work
 
@@ -45,6 +45,7 @@ def test_the_emitted_model_carries_its_data_file_and_the_profile_hashes_it(tuned
                                                        if p.name != MODEL_MARKER)
     assert "model.onnx_data" in profile["model"]["files"]
     assert [p.name for p in data_files(emitted / "model.onnx")] == ["model.onnx_data"]
+    assert profile["config"]["precision"] == "int8" and profile["model"]["int8_variant"]
     env = (tuned / ".env").read_text()
     assert f"HINDSIGHT_API_RERANKER_ONNX_MODEL_PATH={emitted.resolve() / 'model.onnx'}" in env or \
         "model.onnx" in env
@@ -91,3 +92,19 @@ def test_serve_scores_the_external_model_at_the_profiles_configuration(tuned, ex
         answer = httpx.post(live.url + "/rerank", timeout=120, json={"query": "who is allergic", "texts": DOCS[:4]})
     assert answer.status_code == 200, answer.text
     assert sorted(item["index"] for item in answer.json()) == [0, 1, 2, 3]
+
+
+def test_compose_mounts_the_directory_that_holds_both_files(tuned, tmp_path):
+    work = tmp_path / "compose"
+    shutil.copytree(tuned, work, symlinks=True)
+    status, out, err = run_in(work, ["compose", "--profile", str(_profile(work)), "--model-path-in-container",
+                                     "/models/reranker"], chdir=True)
+    assert status == 0, out + err
+    hindsight = next(s for s in yaml.safe_load((work / "compose.autotune.yaml").read_text())["services"].values()
+                     if s.get("volumes"))
+    source, target, mode = hindsight["volumes"][0].rsplit(":", 2)
+    assert target == "/models/reranker" and mode == "ro"
+    mounted = (work / source).resolve() if not Path(source).is_absolute() else Path(source)
+    assert {"model.onnx", "model.onnx_data"} <= {p.name for p in mounted.iterdir()}
+    env = yaml.safe_load((work / "compose.autotune.yaml").read_text())
+    assert "env_file" in json.dumps(env)

@@ -94,7 +94,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     for prec in ("fp32", "int8"):
         p.add_argument(f"--{prec}-max-abs", type=finite_float, help=f"parity: max |Δscore| for {prec}")
         p.add_argument(f"--{prec}-min-spearman", type=finite_float, help=f"parity: min Spearman rho for {prec}")
-        p.add_argument(f"--{prec}-min-topk", type=finite_float, help=f"parity: min top-k overlap for {prec}, per query (the mean's floor is never above it)")
+        p.add_argument(f"--{prec}-min-topk", type=finite_float,
+                       help=f"parity: min top-k overlap for {prec}, per query (the mean's floor is never above it)")
 
 
 def tolerances_from(args: argparse.Namespace) -> dict[str, object]:

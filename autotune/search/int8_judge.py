@@ -128,7 +128,6 @@ def judge_int8(pool: ScoringPool, workload: Workload, reference: list[np.ndarray
             skipped = None
         return Int8Verdict(tuple(reports), None, time.monotonic() - started, unbuilt=tuple(unbuilt), speed=speed,
                            fallback_skipped=skipped)
-        return Int8Verdict(tuple(reports), None, time.monotonic() - started, unbuilt=tuple(unbuilt), speed=speed)
     scales = max(reports, key=lambda vr: vr[1].topk_mean)[0].scales  # the closest variant, refined
     sensitivity, how = sensitivities(pool, source, workload, reference, scales=scales, has_vnni=has_vnni)
     order = least_sensitive_first(sensitivity)

@@ -140,7 +140,19 @@ class Load:
                                                                 keep_scores=keep_scores)
 
     def timer(self, pool: ScoringPool, config: EngineConfig) -> PassTimer:
-        """Times one pass; the sessions are made now, outside any timed pass."""
+        """Times one pass; the sessions are made now, outside any timed pass. Where the pool keeps one session
+        at a time (a large model, two of whose sessions pass the memory budget), holding every contender's
+        session through an interleaved race would hold them all at once: there each pass asks the pool for
+        its session (made again if another took its place) and warms it on two pairs, untimed."""
+        if self.concurrency == 1 and config.workers == 1 and pool.max_sessions == 1:
+            def one_at_a_time(queries: Sequence[Query]) -> list[float]:
+                engine = pool.engine(config)
+                for q in queries[:1]:
+                    engine.score(q.query, q.documents[:2])
+                return time_queries(engine.score, queries)
+
+            pool.engine(config)
+            return one_at_a_time
         if self.concurrency == 1 and config.workers == 1:
             score = pool.engine(config).score
             return lambda queries: time_queries(score, queries)

@@ -88,3 +88,40 @@ def test_caps_autotune_wrote_are_never_read_back_as_the_users(tmp_path, tiny_mod
         assert ctx.cap is None and ctx.user_env == {} and not said
     else:  # the user's own lines: Hindsight cuts and caps so, and the replay must too
         assert ctx.cap is not None and ctx.cap.max_tokens == 32 and said and "MAX_CANDIDATES 10" in said[0]
+
+
+@pytest.mark.parametrize("host_mb", [1e9, None])
+def test_the_default_budget_follows_a_large_model_and_keeps_one_session(tiny_model_dir, tmp_path, monkeypatch,
+                                                                        host_mb):
+    """Issue 52: a 2.2 GB reranker's session alone passes the 2 GB default; every configuration was refused, and
+    a race of two of its sessions left finalists out. The budget follows the model as far as the host can give,
+    and the pool keeps one session where two pass it."""
+    from types import SimpleNamespace
+
+    from autotune.pipeline import phases
+    from autotune.runtime.model import load_model_dir
+    from autotune.runtime.sessions import EnginePool
+    from autotune.runtime.space import SearchSpace
+    from autotune.search.memory import ModelMemory, rss_mb
+    from autotune.search.objective import Objective
+    from autotune.search.space import SearchSettings
+    from autotune.workload.queries import load_workload
+    from tests.support.models import write_workload
+
+    workload = load_workload(write_workload(tmp_path / "q.jsonl"))
+    space = SearchSpace(batch_sizes=(1, 4), threads=(0, 1), precisions=("fp32",))
+    pool = EnginePool(load_model_dir(tiny_model_dir), has_vnni=False)
+    large = ModelMemory(2135.0, 24, 16, 1024, 4096, weights_factor=1.0)
+    objective = Objective(pool, workload, [], space, SearchSettings(repeats=1), memory_budget_mb=2048.0,
+                          memory_model=large, lengths=[[60, 120]] * len(workload.queries))
+    needed = objective.budget_for([space.baseline(), space.heaviest()])
+    assert needed is not None and needed > 2048.0 + 1000.0  # one session with the margin
+    host = 1e9 if host_mb is not None else needed - 500.0
+    monkeypatch.setattr(phases, "default_budget_mb", lambda cap_mb=0.0: host)
+    said: list[str] = []
+    budget = phases.follow_the_model(SimpleNamespace(stage=said.append), objective, 2048.0)  # type: ignore[arg-type]
+    assert budget == objective.memory_budget_mb == min(needed, host)
+    assert "memory budget raised" in said[0] and "weights 2135 MB" in said[0]
+    assert ("the host can give" in said[0]) == (host_mb is None)
+    assert pool.max_sessions == 1 and "keeps one at a time" in said[1]  # two sessions pass it either way
+    assert rss_mb() < budget

@@ -110,3 +110,34 @@ def test_a_contender_left_out_after_a_round_keeps_the_rounds_it_ran():
     stopped = interleaved_passes([timer("A"), timer("B")], QUERIES, rounds=3, warmup_queries=0,
                                  still_in=lambda p: [])
     assert [len(p) for p in stopped] == [1, 1]  # nobody left: no more rounds
+
+
+def test_where_the_pool_keeps_one_session_a_race_never_holds_two(setup):
+    """Issue 52: an interleaved race held every contender's session (each timer kept its engine), so a pool
+    told to keep one 2.2 GB session at a time still held two, and the run stopped at the memory guard."""
+    import gc
+    import weakref
+
+    from autotune.runtime.engine import EngineConfig
+    from autotune.search.measure import Load, interleaved_passes
+
+    pool, workload, _ = setup
+    pool.keep_sessions(1)
+    configs = [EngineConfig(batch_size=b, intra_op_threads=1, length_sort=True, precision="fp32", mem_arena=arena)
+               for b, arena in ((1, True), (4, False))]  # the arena is part of a session's key: two sessions
+    alive: list[int] = []
+    made = []
+    real_new = pool._new_backend
+
+    def counted(config: EngineConfig) -> object:
+        gc.collect()
+        alive.append(sum(ref() is not None for ref in made))  # sessions still alive when another is made
+        backend = real_new(config)
+        made.append(weakref.ref(backend))
+        return backend
+
+    pool._new_backend = counted  # type: ignore[method-assign]
+    timers = [Load().timer(pool, c) for c in configs]
+    passes = interleaved_passes(timers, workload.queries, rounds=2)
+    assert [len(p) for p in passes] == [2, 2]
+    assert len(made) >= 4 and max(alive) == 0  # made again each turn, never beside another
