@@ -26,6 +26,8 @@ def virtual_clock(monkeypatch: pytest.MonkeyPatch) -> None:
 class CostPool:
     """Each configuration costs a known (virtual) time; `bad` configurations score wrongly (fail parity)."""
 
+    max_sessions = 2
+
     def __init__(self, cost_ms, bad=()) -> None:
         self.cost_ms, self.bad, self.built = cost_ms, set(bad), []
 
@@ -34,6 +36,9 @@ class CostPool:
 
     def release(self) -> None:
         pass
+
+    def keep_sessions(self, n: int) -> None:
+        self.max_sessions = n
 
     def engine(self, config: EngineConfig):
         self.built.append(config)

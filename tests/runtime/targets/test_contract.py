@@ -84,6 +84,10 @@ def test_the_pool_answers_every_question_the_callers_ask(target, pool_of):
     assert pool.effective(pool.effective(config)) == pool.effective(config)
     scores = pool.engine(config).score(queries[0].query, queries[0].documents).scores
     assert scores.shape == (2,) and np.all(np.isfinite(scores))
+    assert pool.max_sessions >= 1
+    pool.keep_sessions(1)  # what a large model's run asks (issue 52): one session at a time, and it still scores
+    assert pool.max_sessions == 1
+    assert np.all(np.isfinite(pool.engine(config).score(queries[0].query, queries[0].documents).scores))
     pool.release()
 
 
