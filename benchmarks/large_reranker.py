@@ -76,7 +76,7 @@ def _step(name: str, model: str, has_vnni: bool, out: str, queue: multiprocessin
     elif name == "staging the emitted directory":
         stage_model_dir(Path(out) / "emitted", onnx_file=bundle.onnx_path, source_dir=bundle.directory,
                         input_names=["input_ids", "attention_mask"], max_tokens=512, owner="bench").commit()
-    elif name.endswith("session"):
+    elif "session" in name:
         pool = EnginePool(bundle, has_vnni=has_vnni)
         pool.use_int8(Int8Variant("per-token"))
         config = EngineConfig(batch_size=4, intra_op_threads=0, length_sort=True,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ import onnx
 
 from autotune.errors import ModelError, first_line
 from autotune.paths import cache_dir
-from autotune.runtime.onnx_files import data_files, read_graph, tensor_array
+from autotune.runtime.onnx_files import check_saved, data_files, read_graph, tensor_array
 
 # tried in this order: per-token's verdict holds at every batch (and it kept the most results on the embedded
 # default); per-channel keeps more of the results than per-tensor. Both of those are faster where they pass
@@ -127,25 +127,47 @@ def fp32_nodes_in(source: Path, kept: Sequence[str], names_from: Path | None = N
     return resolved
 
 
+# (source, out, unsigned weights, MatMuls kept fp32) -> out: how each variant's graph is made, so that a profile's
+# variant is rebuilt by name through the very code the run used
+Builder = Callable[[Path, Path, bool, tuple[str, ...]], Path]
+
+
+def _per_token(source: Path, out: Path, unsigned: bool, keep: tuple[str, ...]) -> Path:
+    from autotune.runtime.per_token import write_per_token
+
+    return write_per_token(source, out, unsigned_weights=unsigned, keep_fp32=keep)
+
+
+def _dynamic(per_channel: bool) -> Builder:
+    def build(source: Path, out: Path, unsigned: bool, keep: tuple[str, ...]) -> Path:
+        if data_files(source):  # weights outside the graph: rewritten one at a time, never all loaded
+            from autotune.runtime.dynamic_int8 import write_dynamic
+
+            return write_dynamic(source, out, unsigned_weights=unsigned, per_channel=per_channel, keep_fp32=keep)
+        return _onnxruntime_dynamic(source, out, unsigned, keep, per_channel)
+
+    return build
+
+
+BUILDERS: dict[str, Builder] = {"per-token": _per_token, "per-channel": _dynamic(True), "per-tensor": _dynamic(False)}
+
+
 def quantize_to(out: Path, source: Path, *, has_vnni: bool, variant: Int8Variant,
                 names_from: Path | None = None) -> Path:
-    """Write `source` quantized as `variant` to `out`; `names_from` is the graph whose MatMul names the
-    variant's fp32 set holds, where that is not `source` (the plain graph, for the fused one)."""
+    """Write `source` quantized as `variant` to `out`, checked by onnx's checker (every builder checks what it
+    wrote); `names_from` is the graph whose
+    MatMul names the variant's fp32 set holds, where that is not `source` (the plain graph, for the fused one)."""
+    fp32_nodes = fp32_nodes_in(source, variant.fp32_nodes, names_from)
+    return BUILDERS[variant.scales](source, out, int8_format(has_vnni) == "u8u8", fp32_nodes)
+
+
+def _onnxruntime_dynamic(source: Path, out: Path, unsigned: bool, keep: tuple[str, ...], per_channel: bool) -> Path:
+    """onnxruntime's own dynamic quantization, for a graph whose weights are inline (every earlier profile's
+    int8 model was built by it, and `apply` rebuilds those byte for byte)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     from autotune.runtime.model import quiet_root_logger
 
-    fmt = int8_format(has_vnni)
-    fp32_nodes = fp32_nodes_in(source, variant.fp32_nodes, names_from)
-    if variant.scales == "per-token":
-        from autotune.runtime.per_token import write_per_token
-
-        return write_per_token(source, out, unsigned_weights=fmt == "u8u8", keep_fp32=fp32_nodes)
-    if data_files(source):  # weights outside the graph: rewritten one at a time, not all loaded
-        from autotune.runtime.dynamic_int8 import write_dynamic
-
-        return write_dynamic(source, out, unsigned_weights=fmt == "u8u8", per_channel=variant.scales == "per-channel",
-                             keep_fp32=fp32_nodes)
     try:
         with warnings.catch_warnings(), quiet_root_logger():
             warnings.simplefilter("ignore")
@@ -153,15 +175,15 @@ def quantize_to(out: Path, source: Path, *, has_vnni: bool, variant: Int8Variant
                 source,
                 out,
                 op_types_to_quantize=["MatMul"],  # embeddings and LayerNorm stay fp32
-                weight_type=QuantType.QInt8 if fmt == "u8s8" else QuantType.QUInt8,
-                per_channel=variant.scales == "per-channel",
-                nodes_to_exclude=list(fp32_nodes),
+                weight_type=QuantType.QUInt8 if unsigned else QuantType.QInt8,
+                per_channel=per_channel,
+                nodes_to_exclude=list(keep),
                 # a fused Attention's output has no inferred type: it is fp32, as every activation here
                 extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
             )
     except Exception as exc:
         raise ModelError(f"int8 quantization of {source} failed: {first_line(exc)}") from exc
-    return out
+    return check_saved(out, "onnxruntime's int8 graph")
 
 
 def int8_model_path(bundle: Any, has_vnni: bool, source: Path | None = None, graph: str = "plain",

@@ -42,3 +42,23 @@ def test_a_kept_set_naming_nothing_in_the_graph_is_refused(graphs, tmp_path):
     with pytest.raises(ModelError, match="none of which"):
         quantize_to(tmp_path / "m.onnx", fused, has_vnni=True, variant=Int8Variant("per-channel", ("nope",), 36),
                     names_from=plain)
+
+
+def test_every_variant_has_one_builder_and_each_checks_what_it_wrote(tiny_model_dir, tmp_path, monkeypatch):
+    """Issue 53: a registry, name -> builder, so a profile's variant is rebuilt through the code the run used; the
+    graph each writes goes through onnx's checker."""
+    from autotune.runtime import onnx_files, quantize
+
+    assert set(quantize.BUILDERS) == set(quantize.SCALES)
+    checked: list[str] = []
+    real = onnx_files.check_saved
+    monkeypatch.setattr(onnx_files, "check_saved", lambda path, what: checked.append(what) or real(path, what))
+    monkeypatch.setattr(quantize, "check_saved", onnx_files.check_saved)
+    from autotune.runtime import matmul_rewrite
+
+    monkeypatch.setattr(matmul_rewrite, "check_saved", onnx_files.check_saved)
+    for scales in quantize.SCALES:
+        (tmp_path / scales).mkdir()
+        quantize.quantize_to(tmp_path / scales / "model.onnx", tiny_model_dir / "model.onnx", has_vnni=True,
+                             variant=quantize.Int8Variant(scales))
+    assert len(checked) == len(quantize.SCALES), checked
