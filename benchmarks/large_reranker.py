@@ -148,7 +148,7 @@ def threads_and_batch(model: Path, has_vnni: bool, cores: int, tokens: int, roun
             pool.use_int8(variant)
         configs = [DEFAULTS] if variant is None else []
         configs += [_config(variant, batch, threads) for threads in sorted({1, cores})
-                    for batch in (1, 2, 4, 8, 16, 32)]
+                    for batch in (1, 4, 8, 32)]
         for config in configs:
             per_pair_s(pool, config, docs[:2])
             results[config] = statistics.median(per_pair_s(pool, config, docs) for _ in range(rounds))
