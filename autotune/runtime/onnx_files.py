@@ -8,7 +8,8 @@ a time: the graph is read without its data, and each tensor's bytes are streamed
 they go.
 
 A location is a file name the graph gives; one that leaves the model's directory (`../../etc/shadow`, an
-absolute path, a link) is refused: reading it would hash or copy a file the model does not own.
+absolute path) is refused: reading it would hash or copy a file the model does not own. A file there may be a
+link, as every file of a Hugging Face snapshot is, where it ends at a regular file.
 """
 
 from __future__ import annotations
@@ -73,22 +74,22 @@ def _external_info(tensor: TensorProto) -> tuple[str, int, int | None]:
 
 
 def data_path(directory: Path, location: str) -> Path:
-    """The file a location names, held inside the model's directory and to a regular file."""
+    """The file a location names: a name inside the model's directory, and a regular file there. A link is
+    followed where it ends at a regular file (a Hugging Face snapshot links each file to a blob, the graph
+    too); one to a device, a FIFO or a directory is refused unread."""
     parts = Path(location).parts
     if not location or Path(location).is_absolute() or any(p in ("..", "") for p in parts) or "\0" in location:
         raise ModelError(f"external data location {location!r} leaves the model's directory: refused")
     path = Path(directory) / location
     try:
-        mode = os.lstat(path).st_mode
+        mode = os.stat(path).st_mode
     except FileNotFoundError:
         raise ModelError(f"external data file {path} is missing (the graph keeps its weights there)") from None
     except OSError as exc:
         raise ModelError(f"external data file {path} cannot be read: {exc.strerror or exc}") from None
     if not stat.S_ISREG(mode):
-        raise ModelError(f"external data file {path} is not a regular file (a link, a device or a directory): "
+        raise ModelError(f"external data file {path} is not a regular file (a device, a FIFO or a directory): "
                          "refused unread")
-    if Path(directory).resolve() not in path.resolve().parents:  # a linked folder on the way out
-        raise ModelError(f"external data location {location!r} leaves the model's directory: refused")
     return path
 
 
@@ -114,11 +115,6 @@ def model_sha256(path: Path, *, error: type[AutotuneError] = ModelError) -> str:
 def model_bytes(path: Path) -> int:
     """What the model weighs on disk: its graph and every data file."""
     return Path(path).stat().st_size + sum(f.stat().st_size for f in data_files(path))
-
-
-def model_file_names(path: Path) -> list[str]:
-    """The graph's file name and its data files' (what a model directory must carry for it)."""
-    return [Path(path).name] + [f.name for f in data_files(path)]
 
 
 def _read_span(path: Path, offset: int, length: int | None) -> Iterator[bytes]:
@@ -215,31 +211,6 @@ def _write_data(all_tensors: list[TensorProto], base: Path | None, data_file: Pa
             for key, value in (("location", data_name), ("offset", str(start)), ("length", str(written))):
                 entry = tensor.external_data.add()
                 entry.key, entry.value = key, value
-
-
-def normalize_data(path: Path) -> Path:
-    """Rewrite a graph that another tool saved with its data elsewhere named (onnxruntime's quantizer and
-    optimizer choose their own names; PyTorch writes a file per tensor) to one `<name>_data` beside it, and
-    remove the files it read from: what autotune hands on is always the same two files."""
-    import shutil
-    import tempfile
-
-    path = Path(path)
-    model = read_graph(path)
-    old = data_files(path, model)
-    if [f.name for f in old] == [path.name + DATA_SUFFIX]:
-        return path
-    scratch = Path(tempfile.mkdtemp(prefix=".normalize-", dir=path.parent))
-    try:
-        save_model(model, scratch / path.name, base=path.parent, external=bool(old))
-        for made in sorted(scratch.iterdir(), key=lambda p: p.name == path.name):
-            made.replace(path.parent / made.name)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    for stale in old:
-        if stale.name != path.name + DATA_SUFFIX:
-            stale.unlink(missing_ok=True)
-    return path
 
 
 def check_saved(path: Path, what: str) -> Path:

@@ -76,10 +76,16 @@ def test_a_location_outside_the_models_directory_is_refused(external_model_dir, 
         onnx_files.model_sha256(tmp_path / "m" / "model.onnx")
 
 
-def test_a_data_file_that_is_a_link_is_refused_unread(external_model_dir, tmp_path):
+def test_a_data_file_that_links_to_a_regular_file_is_followed_and_one_to_a_device_refused(external_model_dir,
+                                                                                         tmp_path):
+    """A Hugging Face snapshot links every file to a blob outside it: the data file too. A link to `/dev/zero`
+    would hash forever: refused unread."""
     linked = _copy(external_model_dir, tmp_path / "linked")
-    (linked / "model.onnx_data").rename(tmp_path / "elsewhere")
-    os.symlink(tmp_path / "elsewhere", linked / "model.onnx_data")
+    (linked / "model.onnx_data").rename(tmp_path / "blob")
+    os.symlink(tmp_path / "blob", linked / "model.onnx_data")
+    assert load_model_dir(linked).sha256 == load_model_dir(external_model_dir).sha256
+    (linked / "model.onnx_data").unlink()
+    os.symlink("/dev/zero", linked / "model.onnx_data")
     with pytest.raises(ModelError, match="not a regular file"):
         load_model_dir(linked)
 
