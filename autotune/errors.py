@@ -22,6 +22,7 @@ class ExitStatus(IntEnum):
     MISSING_DEPENDENCY = 8
     UPSTREAM = 9
     REGRESSION = 10
+    NOTHING_PASSED = 11
     INTERRUPTED = 130
 
 
@@ -51,6 +52,13 @@ class ModelError(AutotuneError):
 
 class OptionsError(AutotuneError):
     status = ExitStatus.BAD_OPTIONS
+
+
+class NothingPassedError(AutotuneError):
+    """The run measured, and no configuration passed its gates (parity, memory, the result gate): a result, not a
+    bad option, so a script can tell "loosen the gates or write the defaults" from "fix the command"."""
+
+    status = ExitStatus.NOTHING_PASSED
 
 
 class OutputError(AutotuneError):

@@ -45,7 +45,7 @@ def test_nothing_passing_parity_writes_nothing_unless_asked(tmp_path, tiny_model
             str(out / ".env"), "--profile-dir", str(out / "p"), "--no-compose", "--target", "tei", *FAST]
     status, _, err = run_cli(args)
     errors = [ln for ln in err.splitlines() if ln.startswith("autotune: error:")]
-    assert status == ExitStatus.BAD_OPTIONS and len(errors) == 1 and "--write-baseline" in errors[0]
+    assert status == ExitStatus.NOTHING_PASSED and len(errors) == 1 and "--write-baseline" in errors[0]
     assert err.strip().splitlines()[-1] == errors[0] and "Traceback" not in err
     assert not out.exists()
     assert run_cli([*args, "--write-baseline"])[0] == ExitStatus.OK
@@ -155,3 +155,17 @@ def _queued(url: str) -> float:
 
     text = httpx.get(url + "/metrics", timeout=10).text
     return next(float(line.split()[-1]) for line in text.splitlines() if line.startswith("te_queue_size"))
+
+
+def test_no_finalist_passing_the_result_gate_is_its_own_exit_status(tmp_path, tiny_model_dir, workload_file,
+                                                                   monkeypatch):
+    """Issue 53: "nothing passed" is a result of the measurement, not a bad option: exit 11, one line."""
+    from autotune.search import scope
+
+    monkeypatch.setattr(scope.Agreement, "passes", lambda self, gate: False)
+    out = tmp_path / "out"
+    status, _, err = run_cli(["run", "--workload", str(workload_file), "--model", str(tiny_model_dir), "--env-file",
+                              str(out / ".env"), "--profile-dir", str(out / "p"), "--no-compose", *FAST])
+    errors = [ln for ln in err.splitlines() if ln.startswith("autotune: error:")]
+    assert status == ExitStatus.NOTHING_PASSED == 11 and len(errors) == 1, err
+    assert "result-quality gate" in errors[0] and not out.exists()

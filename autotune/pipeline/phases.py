@@ -19,7 +19,7 @@ from typing import Any
 
 import optuna
 
-from autotune.errors import OptionsError, WorkloadError
+from autotune.errors import NothingPassedError, OptionsError, WorkloadError
 from autotune.hindsight.versions import parse_version
 from autotune.host import HostProbe, default_probe, run_conditions
 from autotune.outputs.commit import check_outputs, write_outputs
@@ -320,7 +320,7 @@ def race(t: Tuning, study: optuna.Study, refined: RefineResult | None) -> Raced:
     if kept is not None and pool.effective(kept) not in {pool.effective(c) for c in configs}:
         configs.append(kept)  # the committed pick always races on a rerun, in a place of its own
     if len(configs) == (0 if skipped else 1):  # nothing but Hindsight's defaults: no tuned candidate fits
-        raise OptionsError(nothing_passed(study.get_trials(deepcopy=False), budget, space.size()))
+        raise NothingPassedError(nothing_passed(study.get_trials(deepcopy=False), budget, space.size()))
     configs, left_out = objective.race_fits(configs, loads=len(objective.load.raced()),
                                             keep=1 if skipped else 2, limit_mb=budget)
     if left_out:
@@ -339,7 +339,7 @@ def race(t: Tuning, study: optuna.Study, refined: RefineResult | None) -> Raced:
     passing = [f for f in finalists if f.parity is not None and f.parity.passed]
     if not passing and not run.opts.write_baseline:
         reason = finalists[0].parity.reason() if finalists[0].parity else "no parity figures"
-        raise OptionsError("no configuration passed the parity gate, not even Hindsight's defaults "
+        raise NothingPassedError("no configuration passed the parity gate, not even Hindsight's defaults "
                            f"({reason}): loosen the tolerances, or pass --write-baseline to write the defaults")
     winner, noise = choose(passing or finalists[:1])
     rerun = None

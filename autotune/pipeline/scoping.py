@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from autotune.errors import OptionsError
+from autotune.errors import NothingPassedError
 from autotune.hindsight.keys import DEFAULT_ENCODING, TOKENIZER_ENCODING, user_caps
 from autotune.pipeline.handoffs import Picked, Tuning
 from autotune.runtime.engine import EngineConfig
@@ -82,7 +82,7 @@ def scope_phase(t: Tuning, picked: Picked, *, gate: ResultGate, tune_pool: bool)
                 picked.winner = winner = f
                 break
         else:
-            raise OptionsError(f"no finalist passes the result-quality gate ({checked.reason(gate)}): lower "
+            raise NothingPassedError(f"no finalist passes the result-quality gate ({checked.reason(gate)}): lower "
                                "--min-result-agreement, or look at what int8 or --max-tokens change")
     outcome = ScopeOutcome(fixed, fixed, tokens_fixed, gate, checked, pairs_whole=base.pairs,
                            pairs_scored=base.pairs, recorded_queries=sum(replays.recorded))
