@@ -61,6 +61,14 @@ class NothingPassedError(AutotuneError):
     status = ExitStatus.NOTHING_PASSED
 
 
+class SettingError(OptionsError):
+    """A setting out of its bounds, named by its field: the layer that parsed it (the CLI) names its flag."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field} {problem}")
+        self.field, self.problem = field, problem
+
+
 class OutputError(AutotuneError):
     status = ExitStatus.IO_ERROR
 

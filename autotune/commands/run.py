@@ -17,7 +17,7 @@ from autotune.commands.argtypes import (
     positive_int,
 )
 from autotune.commands.progress import TrialProgress
-from autotune.errors import ExitStatus, OptionsError
+from autotune.errors import ExitStatus, OptionsError, SettingError
 from autotune.outputs.profile import DEFAULT_TEI_URL
 from autotune.pipeline.options import RunOptions
 from autotune.pipeline.tune import tune
@@ -112,12 +112,21 @@ def tolerances_from(args: argparse.Namespace) -> dict[str, object]:
     return out
 
 
+# a search setting's field -> the flag that sets it: the library names fields, only the CLI names flags
+FLAGS = {"repeats": "--repeats", "final_rounds": "--final-rounds", "trials": "--trials",
+         "refine_rounds": "--refine-rounds", "timeout_s": "--timeout", "max_memory_mb": "--max-memory",
+         "seed": "--seed"}
+
+
 def options_from(args: argparse.Namespace) -> RunOptions:
     """The run's options from its flags: one place, so that the CLI's defaults are the library's."""
-    settings = SearchSettings(trials=args.trials, timeout_s=args.timeout, seed=args.seed, repeats=args.repeats,
-                              final_rounds=args.final_rounds, refine_rounds=args.refine_rounds,
-                              halving=not args.no_halving, max_memory_mb=args.max_memory,
-                              **tolerances_from(args))  # type: ignore[arg-type]
+    try:
+        settings = SearchSettings(trials=args.trials, timeout_s=args.timeout, seed=args.seed, repeats=args.repeats,
+                                  final_rounds=args.final_rounds, refine_rounds=args.refine_rounds,
+                                  halving=not args.no_halving, max_memory_mb=args.max_memory,
+                                  **tolerances_from(args))  # type: ignore[arg-type]
+    except SettingError as exc:
+        raise OptionsError(f"{FLAGS.get(exc.field, exc.field)} {exc.problem}") from None
     precisions = [p.strip() for p in args.precisions.split(",")] if args.precisions else None
     return RunOptions(workload=args.workload, model=args.model, env_file=args.env_file,
                       profile_dir=args.profile_dir, name=args.name, storage=args.storage, fresh=args.fresh,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autotune.errors import OptionsError
+from autotune.errors import SettingError
 from autotune.runtime.space import SearchSpace
 from autotune.search.parity import FP32_TOLERANCE, INT8_TOLERANCE, Tolerance
 
@@ -26,21 +26,20 @@ class SearchSettings:
     int8_tolerance: Tolerance = INT8_TOLERANCE
 
     def __post_init__(self) -> None:
+        """Bounds, by field name (`commands/run.py` names the flags)."""
         for name in ("repeats", "final_rounds"):
             if getattr(self, name) < 1:
-                raise OptionsError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+                raise SettingError(name, f"must be at least 1, got {getattr(self, name)}")
         if self.trials is not None and self.trials < 1:
-            raise OptionsError(f"--trials must be at least 1, got {self.trials}")
+            raise SettingError("trials", f"must be at least 1, got {self.trials}")
         if self.refine_rounds < 0:
-            raise OptionsError(f"--refine-rounds must be 0 (off) or more, got {self.refine_rounds}")
-        if self.timeout_s is not None and self.timeout_s <= 0:
-            raise OptionsError(f"--timeout must be positive, got {self.timeout_s}")
+            raise SettingError("refine_rounds", f"must be 0 (off) or more, got {self.refine_rounds}")
+        if self.timeout_s is not None and not self.timeout_s > 0:
+            raise SettingError("timeout_s", f"must be a positive number, got {self.timeout_s}")
         if self.max_memory_mb is not None and not self.max_memory_mb > 0:
-            raise OptionsError(f"--max-memory must be positive, got {self.max_memory_mb}")
+            raise SettingError("max_memory_mb", f"must be positive, got {self.max_memory_mb}")
         if not 0 <= self.seed < 2**32:
-            raise OptionsError(f"--seed must be between 0 and 2**32 - 1, got {self.seed}")
-        if self.timeout_s is not None and self.timeout_s != self.timeout_s:
-            raise OptionsError("--timeout must be a number")
+            raise SettingError("seed", f"must be between 0 and 2**32 - 1, got {self.seed}")
 
     def trials_for(self, space: SearchSpace) -> int:
         return self.trials if self.trials is not None else space.default_trials()

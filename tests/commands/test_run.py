@@ -328,3 +328,14 @@ def test_a_lowered_top_k_floor_lowers_the_mean_floor_with_it():
     assert lowered.min_topk == 0.5 and lowered.min_topk_mean == 0.5  # type: ignore[attr-defined]
     raised = tolerances_from(parser.parse_args(["--workload", "w", "--int8-min-topk", "0.99"]))["int8_tolerance"]
     assert raised.min_topk_mean == INT8_TOLERANCE.min_topk_mean  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("flag", "value"), [
+    ("--repeats", "0"), ("--final-rounds", "0"), ("--trials", "0"), ("--refine-rounds", "-1"), ("--timeout", "0"),
+    ("--timeout", "nan"), ("--max-memory", "0"), ("--max-memory", "nan"), ("--seed", "-1"), ("--seed", "4294967296"),
+])
+def test_each_bound_names_its_flag(flag, value, tmp_path):
+    """The search's settings name their fields; `run` names the flag that set one, in one line, exit 4."""
+    status, _, err = run_cli(["run", "--workload", str(write_workload(tmp_path / "q.jsonl")), flag, value])
+    assert status == ExitStatus.BAD_OPTIONS and err.startswith("autotune: error: ") and flag in err, err
+    assert len(err.strip().splitlines()) == 1

@@ -13,15 +13,15 @@ from autotune.search.parity import FP32_TOLERANCE, INT8_TOLERANCE
 from autotune.search.space import SearchSettings
 
 
-@pytest.mark.parametrize(("field", "value", "flag"), [
-    ("repeats", 0, "--repeats"), ("final_rounds", 0, "--final-rounds"), ("trials", 0, "--trials"),
-    ("refine_rounds", -1, "--refine-rounds"), ("timeout_s", 0.0, "--timeout"), ("timeout_s", math.nan, "--timeout"),
-    ("max_memory_mb", 0.0, "--max-memory"), ("max_memory_mb", math.nan, "--max-memory"), ("seed", -1, "--seed"),
-    ("seed", 2**32, "--seed"),
+@pytest.mark.parametrize(("field", "value"), [
+    ("repeats", 0), ("final_rounds", 0), ("trials", 0), ("refine_rounds", -1), ("timeout_s", 0.0),
+    ("timeout_s", math.nan), ("max_memory_mb", 0.0), ("max_memory_mb", math.nan), ("seed", -1), ("seed", 2**32),
 ])
-def test_each_bound_names_its_flag(field, value, flag):
-    with pytest.raises(OptionsError, match=flag):
+def test_each_bound_names_its_field_never_a_flag(field, value):
+    """Issue 53: the library names what it holds; only `commands/` knows the flags (tests/commands/test_run.py)."""
+    with pytest.raises(OptionsError) as raised:
         SearchSettings(**{field: value})
+    assert raised.value.field == field and "--" not in raised.value.message  # type: ignore[attr-defined]
 
 
 def test_trials_default_to_the_spaces_and_tolerance_follows_precision():
