@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from tests.support.real_hindsight import RealHindsight, cutover_flow, pgvector_missing
+from tests.support.real_hindsight import cutover_flow, real_hindsight_or_skip
 
 pytestmark = pytest.mark.slow  # a real Hindsight on PostgreSQL: minutes
 
@@ -22,15 +22,9 @@ QUERIES = ["What is Maya allergic to?", "When does the deployment freeze start a
 
 @pytest.fixture(scope="module")
 def flow(tmp_path_factory: pytest.TempPathFactory):
-    missing = pgvector_missing()
-    if missing:
-        pytest.skip(f"a real Hindsight cannot run here: {missing}")
-    h = RealHindsight(tmp_path_factory.mktemp("hindsight"))
-    try:
+    with real_hindsight_or_skip(tmp_path_factory.mktemp("hindsight")) as h:
         yield cutover_flow(h, tmp_path_factory.mktemp("work"), queries=QUERIES, budget="low", trials=3,
                            memories_n=120, rounds=2, precisions="int8")
-    finally:
-        h.close()
 
 
 def test_every_recorded_document_reproduces_hindsights_own_score(flow):

@@ -12,7 +12,7 @@ import pytest
 from autotune.outputs.envfile import managed_values
 from autotune.runtime.onnx_files import data_files
 from tests.support.corpus import DOCS
-from tests.support.real_hindsight import RealHindsight, cli, memories, pgvector_missing
+from tests.support.real_hindsight import cli, memories, real_hindsight_or_skip
 
 pytestmark = pytest.mark.slow  # a real Hindsight on PostgreSQL: minutes
 
@@ -22,14 +22,8 @@ QUERIES = "".join(json.dumps({"query": q, "documents": DOCS[i:] + DOCS[:i]}) + "
 
 @pytest.fixture(scope="module")
 def hindsight(tmp_path_factory: pytest.TempPathFactory):
-    missing = pgvector_missing()
-    if missing:
-        pytest.skip(f"a real Hindsight cannot run here: {missing}")
-    h = RealHindsight(tmp_path_factory.mktemp("hindsight"))
-    try:
+    with real_hindsight_or_skip(tmp_path_factory.mktemp("hindsight")) as h:
         yield h
-    finally:
-        h.close()
 
 
 @pytest.mark.parametrize("precision", ["fp32", "int8"])

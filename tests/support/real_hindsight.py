@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +81,21 @@ class Postgres:
         with contextlib.suppress(RuntimeError):
             self._run(PG_BIN / "pg_ctl", "-D", str(self.directory / "data"), "-m", "immediate", "-w", "stop")
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def real_hindsight_or_skip(workdir: Path) -> Iterator[RealHindsight]:
+    """A test's real Hindsight: skipped with the reason where one cannot run here, closed however the test ends."""
+    import pytest
+
+    missing = pgvector_missing()
+    if missing:
+        pytest.skip(f"a real Hindsight cannot run here: {missing}")
+    h = RealHindsight(workdir)
+    try:
+        yield h
+    finally:
+        h.close()
 
 
 def free_port() -> int:
