@@ -24,7 +24,7 @@ MAX_ENV_BYTES = 1024 * 1024
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9_./:@+,-]+$")
 
 
-@dataclass
+@dataclass(frozen=True)
 class MergeResult:
     text: str
     written_keys: list[str]

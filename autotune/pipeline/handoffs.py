@@ -85,8 +85,14 @@ class Checked:
     dropped: list[Dropped]
     int8: Int8Verdict | None  # each int8 variant's results against fp32, and the one the search runs
     int8_considered: bool
-    budget_mb: float
-    objective: Objective
+    objective: Objective  # holds the run's one memory budget
+
+    @property
+    def budget_mb(self) -> float:
+        """The memory budget the pick is held to (a race may be given more, for Hindsight's defaults)."""
+        budget = self.objective.memory_budget_mb
+        assert budget is not None, "a run's objective always has a budget"
+        return budget
 
 
 @dataclass(frozen=True)
@@ -143,7 +149,7 @@ class Searched:
     resumed: int
 
 
-@dataclass
+@dataclass(frozen=True)
 class Picked:
     """The pick as the scope phase works on it: the winner on its pool, the baseline of the same race."""
 

@@ -55,7 +55,7 @@ class RunOptions:
                            tei_url=self.tei_url, name=self.name)
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunOutcome:
     result: SearchResult
     host: HostInfo

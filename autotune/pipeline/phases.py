@@ -195,8 +195,8 @@ def precheck(run: Prepared, loaded: Loaded) -> Checked:
                           lengths=lengths, load=run.traffic,
                           max_queries=None if loaded.plan is None else loaded.plan.trial_queries)
     if settings.max_memory_mb is None:  # the default budget follows the model and the host, not a fixed 2 GB
-        budget_mb = follow_the_model(run, objective, budget_mb)
-    return Checked(space, dropped, int8, "int8" in run.space.precisions, budget_mb, objective)
+        objective = objective.with_budget(follow_the_model(run, objective, budget_mb))
+    return Checked(space, dropped, int8, "int8" in run.space.precisions, objective)
 
 
 def follow_the_model(run: Prepared, objective: Objective, budget_mb: float) -> float:
@@ -211,7 +211,7 @@ def follow_the_model(run: Prepared, objective: Objective, budget_mb: float) -> f
         host_mb = default_budget_mb(cap_mb=math.inf)
         raised = min(needed, max(host_mb, budget_mb))
         if raised > budget_mb:
-            budget_mb = objective.memory_budget_mb = raised
+            budget_mb = raised
             model = objective.memory_model
             weights = "" if model is None else f"weights {model.resident_mb():.0f} MB as a session holds them, "
             run.stage(f"memory budget raised to {raised:.0f} MB for this model ({weights}activations at batches "
@@ -334,8 +334,8 @@ def race(t: Tuning, study: optuna.Study, refined: RefineResult | None) -> Raced:
     extended = [f.config.label() for f in finalists if len(f.round_p95_ms) > settings.final_rounds]
     if extended:
         t.stage(f"near tie: {', '.join(extended)} ran {max(len(f.round_p95_ms) for f in finalists)} rounds")
-    for f in finalists:
-        f.parity = compare(t.reference, scores_of(pool, f.config, t.workload), settings.tolerance(f.config.precision))
+    finalists = [replace(f, parity=compare(t.reference, scores_of(pool, f.config, t.workload),
+                                           settings.tolerance(f.config.precision))) for f in finalists]
     passing = [f for f in finalists if f.parity is not None and f.parity.passed]
     if not passing and not run.opts.write_baseline:
         reason = finalists[0].parity.reason() if finalists[0].parity else "no parity figures"
@@ -366,8 +366,7 @@ def scope(t: Tuning, raced: Raced) -> Scoped:
     t.begin("scope")
     measuring(f"the pool and token scope of {raced.winner.config.label()}")
     picked = Picked(raced.winner, None if raced.baseline_skipped else raced.finalists[0], raced.finalists)
-    outcome = scope_phase(t, picked, gate=t.prepared.opts.result_gate, tune_pool=t.prepared.opts.tune_pool)
-    return Scoped(outcome, picked.winner, picked.baseline)
+    return scope_phase(t, picked, gate=t.prepared.opts.result_gate, tune_pool=t.prepared.opts.tune_pool)
 
 
 def judge(t: Tuning, searched: Searched, refined: RefineResult | None, raced: Raced, scoped: Scoped,

@@ -11,12 +11,13 @@ batch size). Whatever is not faster beyond the noise, or fails either gate, is n
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from autotune.errors import NothingPassedError
 from autotune.hindsight.keys import DEFAULT_ENCODING, TOKENIZER_ENCODING, user_caps
-from autotune.pipeline.handoffs import Picked, Tuning
+from autotune.pipeline.handoffs import Picked, Scoped, Tuning
 from autotune.runtime.engine import EngineConfig
 from autotune.search.finalists import Finalist, rerace
 from autotune.search.measure import scores_of
@@ -45,108 +46,180 @@ def encoding_of(user_env: dict[str, str]) -> str:
     return user_env.get(TOKENIZER_ENCODING, "").strip() or DEFAULT_ENCODING
 
 
-def scope_phase(t: Tuning, picked: Picked, *, gate: ResultGate, tune_pool: bool) -> ScopeOutcome:
-    """Choose the scope and, when it changes the pick, put the scoped winner and a fresh side-by-side baseline
-    in `picked` (the engine-only pick stays in the outcome, for the attribution)."""
-    pool, workload, settings, run = t.pool, t.workload, t.settings, t.prepared
-    encoding = encoding_of(run.user_env)
-    fixed = Scope(tuple(sorted(user_caps(run.user_env).items())))
-    tokens_fixed = run.cap is not None
-    replays = Replays(workload)
-    base = shape(workload, replays, fixed, encoding)
-    reference = fp32_reference(t, fixed, base)
-    ref_results = final_results(replays, base, reference)
+def scope_phase(t: Tuning, picked: Picked, *, gate: ResultGate, tune_pool: bool) -> Scoped:
+    """Choose the scope in three steps, explore, race and refine, each handing the next new values: the gated
+    pick, the scopes that keep the results, the raced scopes beside a baseline of the same race, and the pick
+    refined on its pool. The engine-only pick stays in the outcome, for the attribution."""
+    s = _Scoping.of(t)
+    picked, checked = _gated(s, picked, gate)
+    whole = ScopeOutcome(s.fixed, s.fixed, s.tokens_fixed, gate, checked, pairs_whole=s.base.pairs,
+                         pairs_scored=s.base.pairs, recorded_queries=sum(s.replays.recorded))
 
-    scored: dict[tuple[EngineConfig, str], list[np.ndarray]] = {}
+    def kept_whole(note: str, points: tuple[FrontierPoint, ...] = (), on: Picked = picked) -> Scoped:
+        t.stage(f"pool: {note}")
+        return Scoped(replace(whole, note=note, points=points), on.winner, on.baseline)
 
-    def score_once(config: EngineConfig, wl: Workload) -> list[np.ndarray]:
-        """Each form of the workload scored once per configuration (the gate on the pick and the whole pool's
-        exploration ask for the same pass)."""
-        key = (pool.effective(config), wl.sha256)
-        if key not in scored:
-            scored[key] = scores_of(pool, config, wl)
-        return scored[key]
-
-    def agreement_of(config: EngineConfig, shaped: Shaped) -> Agreement:
-        return compare_results(ref_results, final_results(replays, shaped, score_once(config, shaped.workload)),
-                               sum(replays.recorded))
-
-    winner = picked.winner
-    checked = agreement_of(winner.config, base)
-    if not checked.passes(gate):  # int8 or a shorter ONNX_MAX_TOKENS can change what Hindsight returns
-        t.stage(f"{winner.config.label()} fails the result gate ({checked.reason(gate)}): the next finalist")
-        for f in sorted((f for f in picked.finalists if f.parity is not None and f.parity.passed
-                         and f is not winner), key=lambda f: f.latency.p95_ms):
-            checked = agreement_of(f.config, base)
-            if checked.passes(gate):
-                picked.winner = winner = f
-                break
-        else:
-            raise NothingPassedError(f"no finalist passes the result-quality gate ({checked.reason(gate)}): lower "
-                               "--min-result-agreement, or look at what int8 or --max-tokens change")
-    outcome = ScopeOutcome(fixed, fixed, tokens_fixed, gate, checked, pairs_whole=base.pairs,
-                           pairs_scored=base.pairs, recorded_queries=sum(replays.recorded))
     if not tune_pool:
-        outcome.note = "pool tuning was turned off (--no-pool-tuning)"
-        return outcome
-    if not replays.any_recorded:
-        outcome.note = ("the workload carries no recorded pool (record it with `autotune record` from a "
-                        "Hindsight >= 1.1): the pool and token knobs need one; the gate compared top 10s")
-        t.stage(f"pool: not tuned: {outcome.note}")
-        return outcome
-    missing = len(replays.recorded) - sum(replays.recorded)
-    if missing:
-        t.stage(f"{missing} of {len(replays.recorded)} queries carry no pool that replays (see `autotune record`'s "
-                  "notes): the gate judges them on their top 10, and their level is not capped")
-    t.stage(f"the result-quality gate: per query, the share of fp32's whole-pool results still returned "
-              f"(floor: mean {gate.min_mean:g}, any query {gate.min_query:g})")
-    explored = explore(workload, replays, ref_results, lambda wl: score_once(winner.config, wl), gate,
-                       fixed=fixed, encoding=encoding, token_grid=() if tokens_fixed else TOKEN_GRID)
-    outcome.points = summary_points(explored, fixed)
-    candidates = [c for c in explored.candidates if c.passed and c.scope != fixed]
+        return kept_whole("pool tuning was turned off (--no-pool-tuning)")
+    if not s.replays.any_recorded:
+        return kept_whole("the workload carries no recorded pool (record it with `autotune record` from a "
+                          "Hindsight >= 1.1): the pool and token knobs need one; the gate compared top 10s")
+    candidates, points = _explore(s, picked.winner, gate)
     if not candidates:
-        outcome.note = "no smaller pool or shorter candidate keeps the results above the floor"
-        t.stage(f"pool: {outcome.note}")
-        return outcome
+        return kept_whole("no smaller pool or shorter candidate keeps the results above the floor", points)
     ends = t.ends("scope")
     if ends is not None and time.monotonic() >= ends:
-        outcome.note = "the --timeout ran out before the scopes that pass the gate could be raced: whole pool kept"
-        t.stage(f"pool: {outcome.note}")
-        return outcome
-    shaped = {c.scope: shape(workload, replays, c.scope, encoding) for c in candidates}
+        return kept_whole("the --timeout ran out before the scopes that pass the gate could be raced: whole pool "
+                          "kept", points)
+    raced = _race_scopes(s, picked, candidates)
+    timed = raced.timed()
+    points = tuple(replace(p, p95_ms=timed.get(p.scope, p.p95_ms)) for p in points)
+    best = raced.best()
+    if not raced.beats_whole(best):
+        return kept_whole(f"the fastest scope ({candidates[best].scope.label()}) is within the noise of the whole "
+                          "pool: kept the whole pool", points, raced.picked)
+    refined = _refine_scope(s, raced, best, gate)
+    agreement = s.agreement_of(refined.pick.config, refined.shaped)
+    outcome = replace(whole, scope=refined.shaped_scope, pairs_scored=refined.shaped.pairs, agreement=agreement,
+                      engine_only=replace(refined.engine_only, parity=picked.winner.parity), points=points)
+    t.stage(f"pool: {refined.shaped_scope.label()}: {agreement.summary()}; {refined.shaped.pairs} pairs scored "
+            f"instead of {s.base.pairs}")
+    return Scoped(outcome, refined.pick, refined.picked.baseline)
+
+
+@dataclass(frozen=True)
+class _Scoping:
+    """What every step of the scope phase reads: the replays, the user's fixed scope, the whole pool's shape
+    and fp32 results; and each form of the workload scored once per configuration (the gate on the pick and
+    the whole pool's exploration ask for the same pass)."""
+
+    t: Tuning
+    replays: Replays
+    fixed: Scope
+    tokens_fixed: bool
+    encoding: str
+    base: Shaped
+    ref_results: list[list[str]]
+    scored: dict[tuple[EngineConfig, str], list[np.ndarray]]  # a cache, not a hand-off
+
+    @classmethod
+    def of(cls, t: Tuning) -> _Scoping:
+        run = t.prepared
+        encoding = encoding_of(run.user_env)
+        fixed = Scope(tuple(sorted(user_caps(run.user_env).items())))
+        replays = Replays(t.workload)
+        base = shape(t.workload, replays, fixed, encoding)
+        ref_results = final_results(replays, base, fp32_reference(t, fixed, base))
+        return cls(t, replays, fixed, run.cap is not None, encoding, base, ref_results, {})
+
+    def shape(self, scope: Scope) -> Shaped:
+        return shape(self.t.workload, self.replays, scope, self.encoding)
+
+    def score_once(self, config: EngineConfig, wl: Workload) -> list[np.ndarray]:
+        key = (self.t.pool.effective(config), wl.sha256)
+        if key not in self.scored:
+            self.scored[key] = scores_of(self.t.pool, config, wl)
+        return self.scored[key]
+
+    def agreement_of(self, config: EngineConfig, shaped: Shaped) -> Agreement:
+        scores = self.score_once(config, shaped.workload)
+        return compare_results(self.ref_results, final_results(self.replays, shaped, scores),
+                               sum(self.replays.recorded))
+
+
+def _gated(s: _Scoping, picked: Picked, gate: ResultGate) -> tuple[Picked, Agreement]:
+    """The pick, or the fastest finalist after it that passes the result gate on the whole pool (int8 or a
+    shorter ONNX_MAX_TOKENS can change what Hindsight returns)."""
+    winner = picked.winner
+    checked = s.agreement_of(winner.config, s.base)
+    if checked.passes(gate):
+        return picked, checked
+    s.t.stage(f"{winner.config.label()} fails the result gate ({checked.reason(gate)}): the next finalist")
+    for f in sorted((f for f in picked.finalists if f.parity is not None and f.parity.passed
+                     and f is not winner), key=lambda f: f.latency.p95_ms):
+        checked = s.agreement_of(f.config, s.base)
+        if checked.passes(gate):
+            return replace(picked, winner=f), checked
+    raise NothingPassedError(f"no finalist passes the result-quality gate ({checked.reason(gate)}): lower "
+                             "--min-result-agreement, or look at what int8 or --max-tokens change")
+
+
+def _explore(s: _Scoping, winner: Finalist, gate: ResultGate) -> tuple[list[FrontierPoint],
+                                                                        tuple[FrontierPoint, ...]]:
+    """Step one: the scopes other than the user's that keep the results (`search.scope.explore`), and the
+    frontier worth showing."""
+    t = s.t
+    missing = len(s.replays.recorded) - sum(s.replays.recorded)
+    if missing:
+        t.stage(f"{missing} of {len(s.replays.recorded)} queries carry no pool that replays (see `autotune "
+                "record`'s notes): the gate judges them on their top 10, and their level is not capped")
+    t.stage(f"the result-quality gate: per query, the share of fp32's whole-pool results still returned "
+            f"(floor: mean {gate.min_mean:g}, any query {gate.min_query:g})")
+    explored = explore(t.workload, s.replays, s.ref_results, lambda wl: s.score_once(winner.config, wl), gate,
+                       fixed=s.fixed, encoding=s.encoding, token_grid=() if s.tokens_fixed else TOKEN_GRID)
+    candidates = [c for c in explored.candidates if c.passed and c.scope != s.fixed]
+    return candidates, tuple(summary_points(explored, s.fixed))
+
+
+@dataclass(frozen=True)
+class _ScopeRace:
+    """Step two's result: the engine's pick on the whole pool and on each candidate scope, raced side by side
+    after a baseline of the same race (in `picked`)."""
+
+    picked: Picked
+    fixed: Scope
+    engine_only: Finalist
+    candidates: list[FrontierPoint]
+    scoped: list[Finalist]
+
+    def timed(self) -> dict[Scope, float]:
+        return {self.fixed: self.engine_only.latency.p95_ms,
+                **{c.scope: f.latency.p95_ms for c, f in zip(self.candidates, self.scoped, strict=True)}}
+
+    def best(self) -> int:
+        """Within the noise of the fastest, the scope that keeps the most results (then the fewest keys)."""
+        fastest = min(f.latency.p95_ms for f in self.scoped)
+        tied = [k for k, f in enumerate(self.scoped) if f.latency.p95_ms <= fastest * (1.0 + NOISY_SPREAD)]
+        return max(tied, key=lambda k: (self.candidates[k].agreement.mean, self.candidates[k].agreement.head_mean,
+                                        -len(self.candidates[k].scope.env_keys())))
+
+    def beats_whole(self, k: int) -> bool:
+        return self.scoped[k].latency.p95_ms * (1.0 + NOISY_SPREAD) <= self.engine_only.latency.p95_ms
+
+
+def _race_scopes(s: _Scoping, picked: Picked, candidates: list[FrontierPoint]) -> _ScopeRace:
+    """Step two: the pick on each scope that passes the gate, raced against itself on the whole pool."""
+    t, winner = s.t, picked.winner.config
     t.stage(f"racing {len(candidates)} scope(s) that pass the gate against the whole pool, "
-              f"{settings.final_rounds} rounds: " + "; ".join(c.scope.label() for c in candidates))
-    raced = _race(t, picked, [(winner.config, base), *((winner.config, shaped[c.scope]) for c in candidates)])
-    engine_only, scoped = raced[0], raced[1:]
-    timed = {fixed: engine_only.latency.p95_ms, **{c.scope: f.latency.p95_ms
-                                                   for c, f in zip(candidates, scoped, strict=True)}}
-    for point in outcome.points:
-        point.p95_ms = timed.get(point.scope, point.p95_ms)
-    fastest = min(f.latency.p95_ms for f in scoped)
-    tied = [k for k in range(len(scoped)) if scoped[k].latency.p95_ms <= fastest * (1.0 + NOISY_SPREAD)]
-    # within the noise of the fastest, the scope that keeps the most results (then the fewest keys) wins
-    best = max(tied, key=lambda k: (candidates[k].agreement.mean, candidates[k].agreement.head_mean,
-                                    -len(candidates[k].scope.env_keys())))
-    if scoped[best].latency.p95_ms * (1.0 + NOISY_SPREAD) > engine_only.latency.p95_ms:
-        outcome.note = (f"the fastest scope ({candidates[best].scope.label()}) is within the noise of the whole "
-                        "pool: kept the whole pool")
-        t.stage(f"pool: {outcome.note}")
-        return outcome
-    chosen, chosen_shape = candidates[best].scope, shaped[candidates[best].scope]
-    config = _refined(t, winner.config, chosen, chosen_shape)
-    pick = scoped[best]
-    if config != winner.config and agreement_of(config, chosen_shape).passes(gate):
-        engine_only, pick = _race(t, picked, [(winner.config, base), (config, chosen_shape)])
-    chosen_reference = fp32_reference(t, chosen, chosen_shape)
-    pick.parity = compare(chosen_reference, scores_of(pool, pick.config, chosen_shape.workload),
-                          settings.tolerance(pick.config.precision))
-    outcome.scope, outcome.engine_only, outcome.pairs_scored = chosen, engine_only, chosen_shape.pairs
-    outcome.agreement = agreement_of(pick.config, chosen_shape)
-    engine_only.parity = winner.parity
-    picked.winner = pick
-    t.stage(f"pool: {chosen.label()}: {outcome.agreement.summary()}; {chosen_shape.pairs} pairs scored "
-              f"instead of {base.pairs}")
-    return outcome
+            f"{t.settings.final_rounds} rounds: " + "; ".join(c.scope.label() for c in candidates))
+    picked, raced = _race(t, picked, [(winner, s.base), *((winner, s.shape(c.scope)) for c in candidates)])
+    return _ScopeRace(picked, s.fixed, raced[0], candidates, raced[1:])
+
+
+@dataclass(frozen=True)
+class _Refined:
+    pick: Finalist  # with its parity on the pool it will score
+    engine_only: Finalist
+    picked: Picked  # the baseline of the race `pick` and `engine_only` ran in
+    shaped_scope: Scope
+    shaped: Shaped
+
+
+def _refine_scope(s: _Scoping, raced: _ScopeRace, k: int, gate: ResultGate) -> _Refined:
+    """Step three: the engine's knobs refined on the chosen pool, raced again when that moved them, and the
+    pick's parity on that pool."""
+    t = s.t
+    scope = raced.candidates[k].scope
+    shaped = s.shape(scope)
+    start = raced.picked.winner.config
+    config = _refined(t, start, scope, shaped)
+    picked, engine_only, pick = raced.picked, raced.engine_only, raced.scoped[k]
+    if config != start and s.agreement_of(config, shaped).passes(gate):
+        picked, (engine_only, pick) = _race(t, picked, [(start, s.base), (config, shaped)])
+    reference = fp32_reference(t, scope, shaped)
+    parity = compare(reference, scores_of(t.pool, pick.config, shaped.workload),
+                     t.settings.tolerance(pick.config.precision))
+    return _Refined(replace(pick, parity=parity), engine_only, picked, scope, shaped)
 
 
 def summary_points(explored: Exploration, fixed: Scope) -> list[FrontierPoint]:
@@ -174,21 +247,21 @@ def fp32_reference(t: Tuning, scope: Scope, shaped: Shaped) -> list[np.ndarray]:
                            t.loaded.traits.max_tokens, note=t.prepared.stage)
 
 
-def _race(t: Tuning, picked: Picked, contenders: list[tuple[EngineConfig, Shaped]]) -> list[Finalist]:
+def _race(t: Tuning, picked: Picked, contenders: list[tuple[EngineConfig, Shaped]]
+          ) -> tuple[Picked, list[Finalist]]:
     """Each contender on its own pool, interleaved, after Hindsight's defaults on the whole pool (when they were
-    raced at all): the baseline in `picked` is replaced by this race's, so every ratio is side by side."""
+    raced at all): the Picked handed back holds this race's baseline, so every ratio is side by side."""
     configs = [config for config, _ in contenders]
     workloads = [s.workload for _, s in contenders]
-    with_baseline = picked.baseline is not None
-    if with_baseline:
-        configs.insert(0, picked.baseline.config)
+    baseline = picked.baseline
+    if baseline is not None:
+        configs.insert(0, baseline.config)
         workloads.insert(0, contenders[0][1].workload)
-    raced = rerace(t.pool, workloads[0], configs, t.settings.final_rounds, baseline_first=with_baseline,
+    raced = rerace(t.pool, workloads[0], configs, t.settings.final_rounds, baseline_first=baseline is not None,
                    load=t.prepared.traffic, workloads=workloads)
-    if with_baseline:
-        raced[0].parity = picked.baseline.parity
-        picked.baseline = raced.pop(0)
-    return raced
+    if baseline is None:
+        return picked, raced
+    return replace(picked, baseline=replace(raced[0], parity=baseline.parity)), raced[1:]
 
 
 def _refined(t: Tuning, start: EngineConfig, scope: Scope, shaped: Shaped) -> EngineConfig:

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from autotune.search.scope import ScopeOutcome
 
 
-@dataclass
+@dataclass(frozen=True)
 class Finalist:
     config: EngineConfig
     latency: Latency
@@ -46,7 +46,7 @@ class Finalist:
     throughput: dict[int, float] = field(default_factory=dict)  # pairs per second, by concurrency
 
 
-@dataclass
+@dataclass(frozen=True)
 class SearchResult:
     study_name: str
     winner: Finalist

@@ -25,7 +25,7 @@ def load1() -> float | None:
     return None
 
 
-@dataclass
+@dataclass(frozen=True)
 class NoiseSample:
     load_max: float | None = None
     steal_fraction: float | None = None
@@ -67,20 +67,22 @@ class LoadMonitor:
                 return
 
     def result(self) -> NoiseSample:
-        sample = NoiseSample(load_max=max(self._loads) if self._loads else None, samples=len(self._loads))
+        load_max = max(self._loads) if self._loads else None
+        steal = None
         start, end = self._start_times, psutil.cpu_times()
         if start is not None and hasattr(end, "steal"):
-            total = sum(end) - sum(start)  # type: ignore[arg-type]
+            total = sum(end) - sum(start)  # type: ignore[arg-type]  # psutil's named tuple sums as floats
             if total > 0:
-                sample.steal_fraction = max(0.0, (end.steal - start.steal) / total)  # type: ignore[attr-defined]
-        if sample.load_max is not None and sample.load_max > self.usable_cores:
-            sample.warnings.append(f"the load average reached {sample.load_max:.1f} on {self.usable_cores} usable "
-                                   "cores while measuring: these figures are not trustworthy; rerun on a quiet host "
-                                   "(or with --wait-quiet)")
-        if sample.steal_fraction is not None and sample.steal_fraction > STEAL_WARN:
-            sample.warnings.append(f"the hypervisor stole {sample.steal_fraction:.0%} of CPU time while measuring: "
-                                   "these figures are not trustworthy")
-        return sample
+                steal = max(0.0, (end.steal - start.steal) / total)  # type: ignore[attr-defined]  # Linux only
+        warnings = []
+        if load_max is not None and load_max > self.usable_cores:
+            warnings.append(f"the load average reached {load_max:.1f} on {self.usable_cores} usable cores while "
+                            "measuring: these figures are not trustworthy; rerun on a quiet host (or with "
+                            "--wait-quiet)")
+        if steal is not None and steal > STEAL_WARN:
+            warnings.append(f"the hypervisor stole {steal:.0%} of CPU time while measuring: these figures are not "
+                            "trustworthy")
+        return NoiseSample(load_max, steal, len(self._loads), warnings)
 
 
 def wait_quiet(usable_cores: int, timeout_s: float, *, threshold: float = 0.75,

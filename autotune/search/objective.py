@@ -9,6 +9,7 @@ each rung's queries also gives the scores for parity, so parity costs no extra p
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 import time
@@ -64,10 +65,21 @@ class Objective:
         self.pool, self.workload, self.reference = pool, workload, reference
         self.load = load or Load()
         self.space, self.settings = space, settings
-        self.memory_budget_mb = memory_budget_mb
+        self._budget_mb = memory_budget_mb
         self.memory_model, self.lengths = memory_model, lengths
         self.order = rung_order(workload)  # a trial measures its first `max_queries` (the time plan's sample)
         self.rungs = rung_sizes(min(len(workload.queries), max_queries or len(workload.queries)), settings.halving)
+
+    @property
+    def memory_budget_mb(self) -> float | None:
+        """The run's one memory budget: set when the objective is made, changed only by `with_budget`."""
+        return self._budget_mb
+
+    def with_budget(self, budget_mb: float) -> Objective:
+        """The same objective under another budget (the default one follows the model: `phases.precheck`)."""
+        other = copy.copy(self)
+        other._budget_mb = budget_mb
+        return other
 
     def __call__(self, trial: optuna.Trial) -> float:
         config = self.space.suggest(trial)
@@ -186,16 +198,14 @@ class Objective:
 
     def room_for_baseline(self, host_mb: float) -> float | None:
         """A budget that fits Hindsight's defaults with the estimate's margin, where the current one does not and
-        the host (`host_mb`: what it could give the tuner) can; None when no change is needed or possible."""
+        the host (`host_mb`: what it could give the tuner) can; None when no change is needed or possible. The
+        caller holds a race to it: the objective's own budget, which the pick was held to, is unchanged."""
         baseline = self.space.baseline()
         estimate = self.estimate_mb(baseline)
         if estimate is None or self.memory_budget_mb is None or self.over_budget(baseline, estimate) is None:
             return None
         needed = self.budget_for([baseline])
-        if needed is None or needed > host_mb:
-            return None
-        self.memory_budget_mb = needed
-        return needed
+        return None if needed is None or needed > host_mb else needed
 
     def budget_for(self, configs: Sequence[EngineConfig]) -> float | None:
         """The budget that holds each of `configs` with the estimate's margin beside what the tuner holds now

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -37,7 +37,7 @@ from autotune.workload.queries import Workload
 MIN_GAIN = 0.03  # a neighbour must be at least this much faster, even when the rounds agree closely
 
 
-@dataclass
+@dataclass(frozen=True)
 class Neighbour:
     config: EngineConfig
     p95_ms: float | None  # None: not run (see `skipped`)
@@ -50,7 +50,7 @@ class Neighbour:
                 "skipped": self.skipped, "rounds": self.rounds}
 
 
-@dataclass
+@dataclass(frozen=True)
 class RefineStep:
     incumbent: EngineConfig
     incumbent_p95_ms: float
@@ -64,7 +64,7 @@ class RefineStep:
                 "moved_to": None if self.moved_to is None else self.moved_to.to_dict()}
 
 
-@dataclass
+@dataclass(frozen=True)
 class RefineResult:
     start: EngineConfig
     best: EngineConfig
@@ -107,22 +107,21 @@ class Refiner:
         lambda configs: (configs, []))
 
     def climb(self, start: EngineConfig) -> RefineResult:
-        result = RefineResult(start, start)
+        steps: list[RefineStep] = []
         seen = {self.pool.effective(start)}
-        incumbent = start
-        while len(result.steps) < self.max_steps:
+        incumbent, stopped = start, "local optimum"
+        while len(steps) < self.max_steps:
             if self.deadline is not None and time.monotonic() >= self.deadline:
-                result.stopped = "time budget"
+                stopped = "time budget"
                 break
             step = self._step(incumbent, seen)
-            result.steps.append(step)
+            steps.append(step)
             if step.moved_to is None:
                 break
             incumbent = step.moved_to
         else:
-            result.stopped = f"{self.max_steps} steps"
-        result.best = incumbent
-        return result
+            stopped = f"{self.max_steps} steps"
+        return RefineResult(start, incumbent, steps, stopped)
 
     def _step(self, incumbent: EngineConfig, seen: set[EngineConfig]) -> RefineStep:
         skipped: list[Neighbour] = []
@@ -151,7 +150,7 @@ class Refiner:
         tie = max(NOISY_SPREAD, threshold)  # losing by less is no evidence: a step's one or two rounds vary that much
         measured = {c: Neighbour(c, v, rounds=len(r), beaten=v > _p95_over(passes[0], len(r)) * (1.0 + tie))
                     for c, v, r in zip(to_run, p95[1:], rounds[1:], strict=True)}
-        moved = None
+        moved, failed = None, set()
         ranked = sorted(zip(to_run, p95[1:], spreads[1:], rounds[1:], strict=True), key=lambda item: item[1])
         for config, value, spread, own_rounds in ranked:
             if value >= p95[0] * (1.0 - max(threshold, spread)):
@@ -162,8 +161,9 @@ class Refiner:
             if self._passes_parity(config):
                 moved = config
                 break
-            measured[config].skipped = "failed parity"
-        return RefineStep(incumbent, p95[0], threshold, [*measured.values(), *skipped], moved)
+            failed.add(config)
+        neighbours = [replace(n, skipped="failed parity") if c in failed else n for c, n in measured.items()]
+        return RefineStep(incumbent, p95[0], threshold, [*neighbours, *skipped], moved)
 
     def _passes_parity(self, config: EngineConfig) -> bool:
         scores = replay(self.pool.engine(config), self.workload.queries, keep_scores=True).scores

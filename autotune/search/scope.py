@@ -98,7 +98,7 @@ class ResultGate:
         return {"min_mean": self.min_mean, "min_query": self.min_query}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Agreement:
     """Per query, the share of the fp32 whole-pool results a candidate still returns; the share of fp32's
     first HEAD results among the candidate's first HEAD; and whether fp32's first result is still first.
@@ -204,7 +204,7 @@ def _neutral(n: int) -> RecallPool:
                       max_tokens=1)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Shaped:
     """The workload as Hindsight hands it to the reranker under a scope, and which recorded documents each
     query kept (indices into the recorded documents, in the order Hindsight hands them over)."""
@@ -258,7 +258,7 @@ def profile_form(profile: dict[str, Any], workload: Workload, *, tokens: bool = 
     return shape(workload, replays, chosen, DEFAULT_ENCODING).workload
 
 
-@dataclass
+@dataclass(frozen=True)
 class FrontierPoint:
     scope: Scope
     agreement: Agreement
@@ -334,7 +334,7 @@ def _judged(workload: Workload, replays: Replays, reference: Sequence[Sequence[s
     return FrontierPoint(scope, result, pairs, passed, None if passed else result.reason(gate))
 
 
-@dataclass
+@dataclass(frozen=True)
 class ScopeOutcome:
     """What the scope phase chose and why: the profile's `scope` section, and the run's frontier table."""
 
@@ -343,7 +343,7 @@ class ScopeOutcome:
     tokens_fixed: bool
     gate: ResultGate
     agreement: Agreement  # the winner's, against fp32 on the pool as recorded
-    points: list[FrontierPoint] = field(default_factory=list)
+    points: tuple[FrontierPoint, ...] = ()
     engine_only: Finalist | None = None  # the engine's pick on the whole pool, in the same race as the winner
     pairs_whole: int = 0
     pairs_scored: int = 0

@@ -28,7 +28,7 @@ INT8_REPLAY_TOLERANCE = 0.15
 SIGMOID_OF_UNIT = (0.5, float(sigmoid(np.float64(1.0))))  # sigmoid([0, 1]): where twice-sigmoided scores land
 
 
-@dataclass
+@dataclass(frozen=True)
 class SelfCheck:
     queries: int = 0
     candidates: int = 0
@@ -65,7 +65,9 @@ class SelfCheck:
 def self_check(queries: Sequence[Query], ours: Sequence[np.ndarray], *,
                tolerance: float = LOGIT_TOLERANCE) -> SelfCheck | None:
     """`ours` are autotune's logits for each query's pairs; None when nothing recorded Hindsight's scores."""
-    report = SelfCheck(tolerance=tolerance)
+    scales: dict[str, int] = {}
+    n_queries = candidates = differ = 0
+    spearman_min, max_abs = 1.0, 0.0
     differing_docs: list[str] = []
     twice = 0
     for query, logits in zip(queries, ours, strict=True):
@@ -78,25 +80,24 @@ def self_check(queries: Sequence[Query], ours: Sequence[np.ndarray], *,
         theirs = np.asarray([recorded[i] for i in keep], dtype=np.float64)
         mine = np.asarray(logits, dtype=np.float64)[keep]
         scale, theirs_logits = _read_scale(theirs, mine)
-        report.scales[scale] = report.scales.get(scale, 0) + 1
+        scales[scale] = scales.get(scale, 0) + 1
         delta = np.abs(mine - theirs_logits)
-        report.queries += 1
-        report.candidates += len(keep)
-        report.max_abs_logit = max(report.max_abs_logit, float(delta.max()))
-        report.spearman_min = min(report.spearman_min, spearman(mine, theirs))
+        n_queries += 1
+        candidates += len(keep)
+        max_abs = max(max_abs, float(delta.max()))
+        spearman_min = min(spearman_min, spearman(mine, theirs))
         bad = delta > tolerance
-        report.differ += int(bad.sum())
+        differ += int(bad.sum())
         docs = [query.documents[i] for i in keep]
         differing_docs += [d for d, b in zip(docs, bad, strict=True) if b]
         lo, hi = SIGMOID_OF_UNIT
         if np.all((theirs >= lo - 1e-9) & (theirs <= hi + 1e-9)) and np.allclose(
                 theirs, sigmoid(sigmoid(mine)), atol=1e-4):
             twice += 1
-    if report.queries == 0:
+    if n_queries == 0:
         return None
-    if not report.passed:
-        report.cause = _likely_cause(report, differing_docs, twice)
-    return report
+    report = SelfCheck(n_queries, candidates, differ, spearman_min, max_abs, scales, tolerance=tolerance)
+    return report if report.passed else replace(report, cause=_likely_cause(report, differing_docs, twice))
 
 
 def _read_scale(theirs: np.ndarray, mine: np.ndarray) -> tuple[str, np.ndarray]:

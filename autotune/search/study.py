@@ -46,7 +46,7 @@ def best_feasible_config(study: optuna.Study) -> EngineConfig | None:
     return config_of(min(trials, key=lambda t: t.value)) if trials else None  # type: ignore[arg-type,return-value]
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrialRecord:
     number: int
     config: EngineConfig

@@ -1,7 +1,9 @@
-"""Each phase of `autotune run` called on its own, with the typed values the one before hands it (issue 45).
+"""Each phase of `autotune run` called on its own, with the typed values it takes (issues 45 and 53).
 
-The values are made once for the module, each by its own phase, on the tiny model; every test calls exactly
-one phase and checks what it returns. No phase fills a field of another's value: the hand-offs are frozen.
+`prepare` and `load` make the inputs every phase reads (the options this test writes, the tiny model and its
+fp32 reference). From there, each phase's input is a value this test writes itself: the pre-checks' verdict, a
+study with the trials it names, the finalists and their figures, the scope, the judged result. No phase runs
+to make another's input, so a phase is tested on what it is handed, not on what the one before happened to do.
 """
 
 from __future__ import annotations
@@ -12,17 +14,27 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import optuna
 import pytest
 
+from autotune.host import run_conditions
 from autotune.pipeline import phases
 from autotune.pipeline.handoffs import Checked, Judged, Loaded, Prepared, Raced, Scoped, Searched, Tuning
 from autotune.pipeline.options import RunOptions
+from autotune.runtime.engine import EngineConfig
 from autotune.search.client_sizing import ServedLoad
+from autotune.search.finalists import Finalist, SearchResult
 from autotune.search.memory_report import MemoryReport
 from autotune.search.noise import Conditions, NoiseSample
+from autotune.search.objective import Objective
+from autotune.search.parity import compare
+from autotune.search.scope import Agreement, ResultGate, Scope, ScopeOutcome
 from autotune.search.space import SearchSettings
+from autotune.search.stats import Latency
 from autotune.search.storage import open_storage
 from tests.support.models import write_workload
+
+BUDGET_MB = 4096.0
 
 
 @pytest.fixture(scope="module")
@@ -51,27 +63,56 @@ def loaded(prepared: Prepared) -> Loaded:
 
 @pytest.fixture(scope="module")
 def tuning(prepared: Prepared, loaded: Loaded) -> Tuning:
-    return Tuning(prepared, loaded, phases.precheck(prepared, loaded))
+    """A pre-check verdict written here: fp32, the plain graph, a budget of BUDGET_MB."""
+    space = dataclasses.replace(prepared.space, precisions=("fp32",), graphs=("plain",))
+    objective = Objective(loaded.pool, prepared.workload, loaded.reference, space, prepared.settings,
+                          memory_budget_mb=BUDGET_MB)
+    return Tuning(prepared, loaded, Checked(space, [], None, False, objective))
+
+
+def _config(batch: int) -> EngineConfig:
+    return EngineConfig(batch_size=batch, intra_op_threads=0, length_sort=False, precision="fp32")
 
 
 @pytest.fixture(scope="module")
-def searched(tuning: Tuning) -> Searched:
-    return phases.search(tuning, open_storage(None))
+def searched() -> Searched:
+    """A study holding the trials written here: batch 4 the fastest, batch 8 next, batch 2 infeasible."""
+    study = optuna.create_study(study_name="autotune-onnx-written")
+    for batch, value, parity in ((4, 10.0, 0.0), (8, 12.0, 0.0), (2, 5.0, 1.0)):
+        params = _config(batch).to_dict()
+        study.add_trial(optuna.trial.create_trial(
+            params=params, value=value, constraints={"parity": parity, "memory": 0.0},
+            distributions={k: optuna.distributions.CategoricalDistribution([v]) for k, v in params.items()}))
+    return Searched(study, study.study_name, 3, 0)
+
+
+def _finalist(tuning: Tuning, config: EngineConfig, p95_ms: float, *, baseline: bool = False) -> Finalist:
+    parity = compare(tuning.reference, tuning.reference, tuning.settings.tolerance("fp32"))
+    return Finalist(config, Latency(p95_ms / 2, p95_ms, p95_ms), [p95_ms], parity, is_baseline=baseline)
 
 
 @pytest.fixture(scope="module")
-def raced(tuning: Tuning, searched: Searched) -> Raced:
-    return phases.race(tuning, searched.study, None)
+def raced(tuning: Tuning) -> Raced:
+    """Hindsight's defaults at 30 ms, batch 4 the winner at 10 ms."""
+    baseline = _finalist(tuning, tuning.space.baseline(), 30.0, baseline=True)
+    winner = _finalist(tuning, _config(4), 10.0)
+    return Raced([baseline, winner], winner, [], None, None)
 
 
 @pytest.fixture(scope="module")
-def scoped(tuning: Tuning, raced: Raced) -> Scoped:
-    return phases.scope(tuning, raced)
+def scoped(raced: Raced) -> Scoped:
+    whole = Scope()
+    n = 3
+    outcome = ScopeOutcome(whole, whole, False, ResultGate(), Agreement([1.0] * n, [True] * n, 0, [1.0] * n),
+                           note="written by the test")
+    return Scoped(outcome, raced.winner, raced.finalists[0])
 
 
 @pytest.fixture(scope="module")
 def judged(tuning: Tuning, searched: Searched, raced: Raced, scoped: Scoped) -> Judged:
-    return phases.judge(tuning, searched, None, raced, scoped, NoiseSample(), {"search": 1.0})
+    result = SearchResult(searched.study_name, scoped.winner, scoped.baseline, raced.finalists, [],
+                          scope=scoped.outcome, phases_s={"search": 1.0})
+    return Judged(result, Conditions(run_conditions(), NoiseSample(), True), None)
 
 
 def test_prepare_reads_every_input_before_a_model_loads(prepared):
@@ -88,42 +129,50 @@ def test_load_gives_the_model_its_pool_and_the_fp32_reference(prepared, loaded):
     assert loaded.pool.bundle is loaded.bundle
 
 
-def test_precheck_narrows_the_space_and_builds_the_objective(prepared, tuning):
-    checked: Checked = tuning.checked
+def test_precheck_narrows_the_space_and_builds_the_objective(prepared, loaded):
+    checked: Checked = phases.precheck(prepared, loaded)
     assert set(checked.space.precisions) <= set(prepared.space.precisions)
     assert checked.objective.space is checked.space and checked.budget_mb > 0
     assert checked.int8_considered == ("int8" in prepared.space.precisions)
     assert (checked.int8 is not None) == checked.int8_considered
 
 
-def test_search_runs_the_study_and_names_it(tuning, searched):
+def test_search_runs_the_study_and_names_it(tuning):
+    searched = phases.search(tuning, open_storage(None))
     assert searched.study_name.startswith("autotune-onnx-") and searched.trials == 3
     assert len(searched.study.get_trials(deepcopy=False)) >= 3
 
 
-def test_refine_climbs_from_the_searchs_best(tuning, searched):
+def test_refine_climbs_from_the_best_feasible_trial_it_is_handed(tuning, searched):
     refined = phases.refine(tuning, searched.study)
-    assert refined is not None and tuning.space.fits(refined.best) and refined.steps
+    assert refined is not None and refined.start == _config(4)  # batch 2 was faster, and failed parity
+    assert tuning.space.fits(refined.best) and refined.steps
 
 
-def test_race_puts_hindsights_defaults_first_and_checks_parity_again(tuning, raced):
+def test_race_puts_hindsights_defaults_first_and_checks_parity_again(tuning, searched):
+    raced = phases.race(tuning, searched.study, None)
     assert raced.finalists[0].config == tuning.space.baseline() and raced.baseline_skipped is None
+    assert {f.config for f in raced.finalists[1:]} == {_config(4), _config(8)}  # the infeasible trial never races
     assert all(f.parity is not None for f in raced.finalists)
     assert raced.winner in raced.passing and raced.rerun is None
 
 
-def test_scope_keeps_the_whole_pool_without_a_recorded_one(raced, scoped):
-    assert scoped.winner is raced.winner and scoped.baseline is not None
+def test_scope_keeps_the_whole_pool_without_a_recorded_one(tuning, raced):
+    scoped = phases.scope(tuning, raced)
+    assert scoped.winner is raced.winner and scoped.baseline is raced.finalists[0]
     assert scoped.outcome.note is not None and "no recorded pool" in scoped.outcome.note
 
 
-def test_judge_returns_typed_figures(judged, scoped):
+def test_judge_returns_typed_figures(tuning, searched, raced, scoped):
+    judged = phases.judge(tuning, searched, None, raced, scoped, NoiseSample(), {"search": 1.0})
     result = judged.result
     assert result.winner is scoped.winner and result.scope is scoped.outcome
+    assert result.memory.budget_mb == BUDGET_MB  # the one budget the objective holds
     assert isinstance(result.memory, MemoryReport) and result.memory.served_mb is not None
     assert result.load is None or isinstance(result.load, ServedLoad)  # the onnx target: no client to size
     assert isinstance(judged.conditions, Conditions) and judged.conditions.note is not None  # one final round
     assert result.phases_s == {"search": 1.0}
+    assert [t.config for t in result.trials] == [_config(4), _config(8), _config(2)]  # the study it was handed
 
 
 def test_commit_writes_what_judge_decided(work, tuning, judged):
@@ -131,7 +180,7 @@ def test_commit_writes_what_judge_decided(work, tuning, judged):
     profile: dict[str, Any] = outcome.profile
     assert outcome.profile_path.is_file() and (work / ".env").is_file()
     assert profile["config"] == judged.result.winner.config.to_dict()
-    assert profile["memory"]["served_mb"] == pytest.approx(judged.result.memory.served_mb, abs=0.1)
+    assert profile["metrics"]["baseline_p95_ms"] == 30.0 and profile["metrics"]["speedup_p95"] == 3.0
     assert json.dumps(profile["noise"])  # the conditions, as plain values
 
 

@@ -68,9 +68,9 @@ def test_a_configuration_runs_only_if_its_estimate_fits_with_the_margin(setup):
     config = SPACE.baseline()
     estimate = objective.estimate_mb(config)
     assert estimate is not None and estimate > 1000
-    objective.memory_budget_mb = rss_mb() + (1.0 + ESTIMATE_MARGIN) / 2 * estimate
+    objective = objective.with_budget(rss_mb() + (1.0 + ESTIMATE_MARGIN) / 2 * estimate)
     assert "margin" in (objective.over_budget(config) or "")
-    objective.memory_budget_mb = rss_mb() + (ESTIMATE_MARGIN + 0.1) * estimate
+    objective = objective.with_budget(rss_mb() + (ESTIMATE_MARGIN + 0.1) * estimate)
     pool.engine(config)
     assert objective.over_budget(config) is None and pool._backends  # fits: the kept session stays
 
@@ -191,13 +191,16 @@ def test_the_default_budget_makes_room_for_hindsights_defaults_where_the_host_ca
     objective = _objective(setup, memory_model=ModelMemory(500.0, 2, 4, 32, 64), lengths=[[10, 20]] * 8)
     estimate = objective.estimate_mb(SPACE.baseline())
     assert estimate is not None
-    objective.memory_budget_mb = rss_mb() + estimate  # too small for the estimate's margin
+    small = rss_mb() + estimate  # too small for the estimate's margin
+    objective = objective.with_budget(small)
     assert objective.over_budget(SPACE.baseline()) is not None
-    assert objective.room_for_baseline(host_mb=rss_mb() + estimate) is None  # the host cannot: left as it was
+    assert objective.room_for_baseline(host_mb=rss_mb() + estimate) is None  # the host cannot
     raised = objective.room_for_baseline(host_mb=1e9)
-    assert raised is not None and objective.memory_budget_mb == raised
-    assert objective.over_budget(SPACE.baseline()) is None
-    assert objective.room_for_baseline(host_mb=1e9) is None  # fits now: nothing more to do
+    assert raised is not None and raised > small
+    assert objective.memory_budget_mb == small  # the pick stays held to the run's one budget (issue 53)
+    roomy = objective.with_budget(raised)
+    assert roomy.over_budget(SPACE.baseline()) is None and objective.over_budget(SPACE.baseline()) is not None
+    assert roomy.room_for_baseline(host_mb=1e9) is None  # fits now: nothing more to do
 
 
 def test_the_budget_for_a_set_of_configurations_holds_the_heaviest_with_the_margin(setup):
@@ -207,5 +210,5 @@ def test_the_budget_for_a_set_of_configurations_holds_the_heaviest_with_the_marg
     budget = objective.budget_for([SPACE.baseline(), heaviest])
     estimates = [objective.estimate_mb(c) for c in (SPACE.baseline(), heaviest)]
     assert budget is not None and budget >= rss_mb() + 1.5 * max(estimates)  # type: ignore[type-var]
-    objective.memory_budget_mb = budget
+    objective = objective.with_budget(budget)
     assert objective.over_budget(heaviest) is None and objective.over_budget(SPACE.baseline()) is None
