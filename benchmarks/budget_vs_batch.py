@@ -14,12 +14,12 @@ from dataclasses import replace
 from _common import WORKLOADS
 
 from autotune.host import default_probe
+from autotune.measure.stats import per_query_medians, percentile
+from autotune.measure.timing import interleaved
 from autotune.runtime.engine import EngineConfig
 from autotune.runtime.model import build_default_model
 from autotune.runtime.sessions import EnginePool
 from autotune.runtime.targets import get_target
-from autotune.search.measure import interleaved
-from autotune.search.stats import per_query_medians, percentile
 
 
 def main() -> None:

@@ -17,12 +17,12 @@ from _common import WORKLOADS
 from autotune.analysis.efficiency import ASSUMPTIONS, ModelDims, efficiency
 from autotune.analysis.peak import measured_peak
 from autotune.host import default_probe
+from autotune.measure.stats import per_query_medians
+from autotune.measure.timing import interleaved, replay
 from autotune.outputs.profile import load_profile, profile_config
 from autotune.runtime.engine import BASELINE, EngineConfig
 from autotune.runtime.model import build_default_model
 from autotune.runtime.targets import get_target
-from autotune.search.measure import interleaved, replay
-from autotune.search.stats import per_query_medians
 
 
 def main() -> None:

@@ -10,8 +10,8 @@ import argparse
 
 from _common import example_workload, setup
 
+from autotune.measure.timing import replay, warm_up
 from autotune.runtime.engine import BASELINE, EngineConfig
-from autotune.search.measure import replay, warm_up
 
 
 def main() -> None:

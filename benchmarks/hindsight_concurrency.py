@@ -22,8 +22,8 @@ import httpx
 from _common import real_hindsight_setup, tune_recording
 
 from autotune.hindsight.trace import rerank_phase_seconds
+from autotune.measure.stats import percentile
 from autotune.runtime.model import build_default_model
-from autotune.search.stats import percentile
 from tests.support.real_hindsight import RealHindsight, cli, memories, onnx_defaults
 
 BANK = "concurrency"

@@ -37,11 +37,11 @@ from _common import ROOT, heavy_workload
 from search_efficiency import write_jsonl
 
 from autotune.host import default_probe
+from autotune.measure.stats import percentile
 from autotune.outputs.envfile import parse_env
 from autotune.pipeline.options import RunOptions
 from autotune.pipeline.tune import tune
 from autotune.search.space import SearchSettings
-from autotune.search.stats import percentile
 from autotune.serve.tei_client import ClientSettings, HindsightLikeClient
 
 

@@ -13,13 +13,13 @@ import argparse
 
 from _common import WORKLOADS
 
+from autotune.gates.parity import INT8_TOLERANCE, compare, reference_scores
 from autotune.host import default_probe
+from autotune.measure.timing import replay
 from autotune.runtime.engine import EngineConfig
 from autotune.runtime.model import build_default_model
 from autotune.runtime.quantize import int8_format
 from autotune.runtime.targets import get_target
-from autotune.search.measure import replay
-from autotune.search.parity import INT8_TOLERANCE, compare, reference_scores
 
 
 def main() -> None:

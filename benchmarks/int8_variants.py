@@ -2,7 +2,7 @@
 
 The variants are autotune's own (`autotune.runtime.quantize.Int8Variant`): per-token, per-channel and
 per-tensor scales with every weight MatMul int8, and per-channel with the most sensitive MatMuls kept fp32
-(the fallback's order, `autotune.search.int8_judge.sensitivities`, measured or cached). With `--static`, also
+(the fallback's order, `autotune.gates.int8_judge.sensitivities`, measured or cached). With `--static`, also
 onnxruntime's static QDQ (per-channel weights, uint8 activations, MinMax calibration on the first 6 queries'
 pairs, at most half of them), which autotune does not search (docs/benchmarks.md); its figures are on the
 other queries only.
@@ -31,7 +31,11 @@ from pathlib import Path
 import numpy as np
 from _common import WORKLOADS, host_line
 
+from autotune.gates.int8_judge import sensitivities
+from autotune.gates.parity import INT8_TOLERANCE, compare, reference_scores
 from autotune.host import default_probe
+from autotune.measure.stats import p95_ms
+from autotune.measure.timing import interleaved, replay
 from autotune.runtime.engine import REFERENCE, EngineConfig
 from autotune.runtime.model import build_default_model
 from autotune.runtime.quantize import (
@@ -43,10 +47,6 @@ from autotune.runtime.quantize import (
     weight_matmuls,
 )
 from autotune.runtime.sessions import EnginePool
-from autotune.search.int8_judge import sensitivities
-from autotune.search.measure import interleaved, replay
-from autotune.search.parity import INT8_TOLERANCE, compare, reference_scores
-from autotune.search.stats import p95_ms
 from autotune.workload.queries import Workload
 
 CALIBRATION = 6  # queries the static variant is calibrated on (as many as the fallback's sensitivity sample),

@@ -102,9 +102,9 @@ def run(work: Path, model: Path, workload: Path, *extra: str) -> tuple[int, floa
 def serve_peak(work: Path, model: Path) -> None:
     import httpx
 
+    from autotune.measure.memory import ModelMemory
     from autotune.runtime.model import load_model_dir
     from autotune.runtime.tokenize import PairTokenizer
-    from autotune.search.memory import ModelMemory
     from autotune.search.objective import batch_shapes
 
     env = {**os.environ, "AUTOTUNE_BATCH_SIZE": "32", "AUTOTUNE_INTRA_OP_THREADS": "0", "AUTOTUNE_LENGTH_SORT": "true",

@@ -33,8 +33,8 @@ from _common import real_hindsight_setup, tune_recording
 from distinct_bank import distinct_memories
 
 from autotune.analysis.verify import verify_cutover
+from autotune.measure.stats import percentile
 from autotune.runtime.model import build_default_model
-from autotune.search.stats import percentile
 from autotune.workload.queries import load_workload
 from tests.support.real_hindsight import RealHindsight, cli, memories, onnx_defaults
 

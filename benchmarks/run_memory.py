@@ -22,15 +22,15 @@ from _common import WORKLOADS
 from search_efficiency import write_jsonl
 
 from autotune.host import default_probe
+from autotune.measure.memory import ModelMemory
+from autotune.measure.served_memory import measure_served
 from autotune.pipeline.options import RunOptions
 from autotune.pipeline.tune import tune
 from autotune.runtime.engine import EngineConfig
 from autotune.runtime.model import build_default_model
 from autotune.runtime.targets import get_target
 from autotune.runtime.tokenize import PairTokenizer
-from autotune.search.memory import ModelMemory
 from autotune.search.objective import batch_shapes
-from autotune.search.served_memory import measure_served
 from autotune.search.space import SearchSettings
 
 

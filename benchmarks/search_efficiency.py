@@ -46,17 +46,17 @@ from _common import WORKLOADS
 import autotune
 from autotune.analysis.explain import explain
 from autotune.fileio import write_atomic
+from autotune.gates.parity import reference_scores
+from autotune.gates.prechecks import prechecked
 from autotune.host import default_probe
+from autotune.measure.memory import process_peak_mb
 from autotune.pipeline.options import RunOptions
 from autotune.pipeline.tune import tune
 from autotune.runtime.engine import EngineConfig
 from autotune.runtime.model import build_default_model
 from autotune.runtime.targets import SpaceLimits, get_target
 from autotune.search.finalists import rerace
-from autotune.search.memory import process_peak_mb
 from autotune.search.objective import Objective
-from autotune.search.parity import reference_scores
-from autotune.search.prechecks import prechecked
 from autotune.search.space import SearchSettings
 from autotune.search.study import best_feasible_config
 from autotune.workload.queries import Workload

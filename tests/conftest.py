@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.models import build_tiny, write_workload
+from tests.support.setting import setup  # noqa: F401  # the search, gates and measure tests share it
 
 
 @pytest.fixture(scope="session")

@@ -36,7 +36,7 @@ def test_staged_outputs_commit_together_or_not_at_all(tmp_path):
 def test_nothing_passing_parity_writes_nothing_unless_asked(tmp_path, tiny_model_dir, workload_file, monkeypatch):
     """D5: with every finalist failing parity, the run says so and writes nothing."""
     import autotune.pipeline.phases as tuner
-    from autotune.search.parity import ParityReport, Tolerance
+    from autotune.gates.parity import ParityReport, Tolerance
 
     failing = ParityReport(1.0, 0.0, 0.0, 0, Tolerance(1e-4, 0.999, 1.0))
     monkeypatch.setattr(tuner, "compare", lambda *a, **k: failing)
@@ -160,7 +160,7 @@ def _queued(url: str) -> float:
 def test_no_finalist_passing_the_result_gate_is_its_own_exit_status(tmp_path, tiny_model_dir, workload_file,
                                                                    monkeypatch):
     """Issue 53: "nothing passed" is a result of the measurement, not a bad option: exit 11, one line."""
-    from autotune.search import scope
+    from autotune.gates import scope
 
     monkeypatch.setattr(scope.Agreement, "passes", lambda self, gate: False)
     out = tmp_path / "out"

@@ -12,14 +12,14 @@ import numpy as np
 from autotune.analysis.efficiency import ASSUMPTIONS, Efficiency, ModelDims, efficiency
 from autotune.analysis.peak import measured_peak
 from autotune.errors import DriftError, MissingDependencyError, OptionsError
+from autotune.gates.scope import Scope, profile_form, scoring_on
 from autotune.host import HostInfo
+from autotune.measure.stats import Latency, per_query_medians, percentile
+from autotune.measure.timing import Scorer, interleaved, replay
 from autotune.outputs.profile import load_profile, profile_config, profile_max_tokens, profile_target
 from autotune.runtime.engine import EngineConfig, ScoringPool
 from autotune.runtime.model import ModelBundle
 from autotune.runtime.targets import TARGET_NAMES, Target, get_target
-from autotune.search.measure import Scorer, interleaved, replay
-from autotune.search.scope import Scope, profile_form, scoring_on
-from autotune.search.stats import Latency, per_query_medians, percentile
 from autotune.workload.queries import Workload
 
 REFERENCES = ("hindsight-onnx", "ort-default", "hindsight-local", "hindsight-local-bucket")

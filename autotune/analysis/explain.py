@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from autotune.errors import OptionsError
+from autotune.gates.scope import profile_form, scoring_on
 from autotune.host import HostInfo
+from autotune.measure.stats import p95_ms, percentile, relative_spread
+from autotune.measure.timing import interleaved
 from autotune.outputs.profile import profile_config, profile_max_tokens, profile_target, write_profile
 from autotune.runtime.engine import EngineConfig, ScoringPool
 from autotune.runtime.targets import SpaceLimits, get_target
-from autotune.search.measure import interleaved
-from autotune.search.scope import profile_form, scoring_on
-from autotune.search.stats import p95_ms, percentile, relative_spread
 from autotune.workload.queries import Workload
 
 SCOPE_STEPS = ("pool cap", "token cut")  # the waterfall's last steps: fewer pairs, then shorter ones

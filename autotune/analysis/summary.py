@@ -12,7 +12,7 @@ from autotune.search.finalists import SearchResult
 if TYPE_CHECKING:
     from autotune.analysis.bench import BenchResult
     from autotune.analysis.explain import ExplainResult
-    from autotune.search.scope import ScopeOutcome
+    from autotune.search.scope_outcome import ScopeOutcome
     from autotune.search.study import TrialRecord
 
 

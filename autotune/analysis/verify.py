@@ -16,13 +16,13 @@ from typing import Any
 import numpy as np
 
 from autotune.errors import OptionsError, UpstreamError, WorkloadError
+from autotune.gates.scope import Agreement, compare_results
+from autotune.gates.selfcheck import SelfCheck
 from autotune.hindsight.client import check_url, post_with_retry, recall_path, server_version
 from autotune.hindsight.keys import DEFAULT_ENCODING
 from autotune.hindsight.trace import positive_seconds, rerank_phase_seconds
+from autotune.measure.stats import percentile, relative_spread
 from autotune.runtime.targets.key_spec import env_texts
-from autotune.search.scope import Agreement, compare_results
-from autotune.search.selfcheck import SelfCheck
-from autotune.search.stats import percentile, relative_spread
 from autotune.workload.candidate_cap import CAP_KEY, CandidateCap, cap_from_env
 from autotune.workload.queries import Workload, parse_line
 from autotune.workload.record import line_from_recall, recall_body
@@ -164,7 +164,7 @@ def verify_cutover(url: str, bank: str, queries: Sequence[str], budgets: Sequenc
     if check_scores:
         lines = [parse_line(json.dumps(line_from_recall(last[job], budget=job[1], version=version),
                                        ensure_ascii=False), 0) for job in jobs]
-        from autotune.search.selfcheck import check_recording
+        from autotune.gates.selfcheck import check_recording
 
         result.self_check = check_recording(lines, model_dir, batching=profile_batching(profile),
                                             cap=profile_cap(profile))

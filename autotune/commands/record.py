@@ -11,9 +11,9 @@ from tqdm import tqdm
 
 from autotune.commands.argtypes import positive_int
 from autotune.errors import ExitStatus, OptionsError
+from autotune.gates.selfcheck import check_recording
 from autotune.hindsight.client import API_KEY_ENV, check_http_options
 from autotune.outputs.envfile import effective_values
-from autotune.search.selfcheck import check_recording
 from autotune.workload.candidate_cap import cap_from_env
 from autotune.workload.queries import load_workload
 from autotune.workload.record import (

@@ -18,12 +18,12 @@ from autotune.commands.argtypes import (
 )
 from autotune.commands.progress import TrialProgress
 from autotune.errors import ExitStatus, OptionsError, SettingError
+from autotune.gates.parity import FP32_TOLERANCE, INT8_TOLERANCE
+from autotune.gates.scope import ResultGate
 from autotune.outputs.profile import DEFAULT_TEI_URL
 from autotune.pipeline.options import RunOptions
 from autotune.pipeline.tune import tune
 from autotune.runtime.targets import DEFAULT_TARGET, TARGET_NAMES, get_target
-from autotune.search.parity import FP32_TOLERANCE, INT8_TOLERANCE
-from autotune.search.scope import ResultGate
 from autotune.search.space import SearchSettings
 
 NAME = "run"

@@ -10,9 +10,9 @@ from typing import Any, TextIO
 from autotune.analysis.verify import verify_cutover
 from autotune.commands.argtypes import finite_float, positive_int
 from autotune.errors import ExitStatus, OptionsError, RegressionError
+from autotune.gates.scope import ResultGate
 from autotune.hindsight.client import API_KEY_ENV
 from autotune.outputs.profile import load_profile
-from autotune.search.scope import ResultGate
 from autotune.workload.queries import load_workload
 from autotune.workload.record import parse_budgets, read_queries
 

@@ -24,14 +24,14 @@ from autotune.outputs.profile import (
 )
 
 if TYPE_CHECKING:
+    from autotune.gates.selfcheck import SelfCheck
     from autotune.host import HostInfo
+    from autotune.measure.noise import Conditions
     from autotune.runtime.engine import EngineConfig, ScoringPool
     from autotune.runtime.model import ModelBundle
     from autotune.runtime.space import SearchSpace
     from autotune.runtime.targets import Target
     from autotune.search.finalists import SearchResult
-    from autotune.search.noise import Conditions
-    from autotune.search.selfcheck import SelfCheck
     from autotune.search.space import SearchSettings
     from autotune.workload.queries import Workload
 

@@ -8,11 +8,11 @@ from autotune.outputs.profile import SCHEMA, now_iso, versions
 
 if TYPE_CHECKING:
     from autotune.host import HostInfo
+    from autotune.measure.noise import Conditions
     from autotune.runtime.model import ModelBundle
     from autotune.runtime.space import SearchSpace
     from autotune.runtime.targets import Target
     from autotune.search.finalists import SearchResult
-    from autotune.search.noise import Conditions
     from autotune.search.space import SearchSettings
     from autotune.workload.queries import Workload
 

@@ -16,7 +16,12 @@ from typing import Any
 import numpy as np
 import optuna
 
+from autotune.gates.int8_judge import Int8Verdict
+from autotune.gates.prechecks import Dropped
+from autotune.gates.selfcheck import SelfCheck
 from autotune.host import HostInfo
+from autotune.measure.noise import Conditions
+from autotune.measure.timing import Load
 from autotune.pipeline.budget import Plan
 from autotune.pipeline.options import RunOptions
 from autotune.runtime.engine import EngineTraits, ScoringPool
@@ -24,13 +29,8 @@ from autotune.runtime.model import ModelBundle
 from autotune.runtime.space import SearchSpace
 from autotune.runtime.targets import Target
 from autotune.search.finalists import Finalist, SearchResult
-from autotune.search.int8_judge import Int8Verdict
-from autotune.search.measure import Load
-from autotune.search.noise import Conditions
 from autotune.search.objective import Objective
-from autotune.search.prechecks import Dropped
-from autotune.search.scope import ScopeOutcome
-from autotune.search.selfcheck import SelfCheck
+from autotune.search.scope_outcome import ScopeOutcome
 from autotune.search.space import SearchSettings
 from autotune.workload.candidate_cap import CandidateCap
 from autotune.workload.queries import Workload

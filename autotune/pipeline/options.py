@@ -7,19 +7,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autotune.gates.scope import ResultGate
 from autotune.outputs.commit import OutputPaths
 from autotune.outputs.profile import DEFAULT_TEI_URL
 from autotune.runtime.targets import DEFAULT_TARGET
-from autotune.search.scope import ResultGate
 from autotune.search.space import SearchSettings
 
 if TYPE_CHECKING:
+    from autotune.gates.selfcheck import SelfCheck
     from autotune.host import HostInfo
     from autotune.outputs.envfile import MergeResult
     from autotune.outputs.model_dir import TokenizerCheck
     from autotune.runtime.model import ModelBundle
     from autotune.search.finalists import SearchResult
-    from autotune.search.selfcheck import SelfCheck
     from autotune.workload.queries import Workload
 
 

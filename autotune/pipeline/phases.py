@@ -20,8 +20,18 @@ from typing import Any
 import optuna
 
 from autotune.errors import NothingPassedError, OptionsError, WorkloadError
+from autotune.gates.int8_judge import int8_scatter
+from autotune.gates.int8_speed import SPEED_CONFIG, mean_chars, speed_sample
+from autotune.gates.parity import compare, fresh_reference
+from autotune.gates.prechecks import prechecked
+from autotune.gates.selfcheck import logits_from_scores, self_check
 from autotune.hindsight.versions import parse_version
 from autotune.host import HostProbe, default_probe, run_conditions
+from autotune.measure.memory import default_budget_mb, rss_mb
+from autotune.measure.memory_guard import measuring, raise_budget
+from autotune.measure.noise import Conditions, NoiseSample, trustworthiness, wait_quiet
+from autotune.measure.stats import NOISY_SPREAD
+from autotune.measure.timing import Load, scores_of, seconds_per_pair
 from autotune.outputs.commit import check_outputs, write_outputs
 from autotune.outputs.envfile import read_text_exact, user_values
 from autotune.outputs.profile import check_name, load_profile, profile_config, profile_path
@@ -34,19 +44,9 @@ from autotune.runtime.model import ModelBundle
 from autotune.runtime.space import SearchSpace
 from autotune.runtime.targets import SpaceLimits, Target, get_target
 from autotune.search.finalists import SearchResult, challenge, choose, finalists_from, rerace
-from autotune.search.int8_judge import int8_scatter
-from autotune.search.int8_speed import SPEED_CONFIG, mean_chars, speed_sample
-from autotune.search.measure import Load, scores_of, seconds_per_pair
-from autotune.search.memory import default_budget_mb, rss_mb
-from autotune.search.memory_guard import measuring, raise_budget
 from autotune.search.memory_report import calibrated_memory_model, memory_report
-from autotune.search.noise import Conditions, NoiseSample, trustworthiness, wait_quiet
 from autotune.search.objective import Objective
-from autotune.search.parity import compare, fresh_reference
-from autotune.search.prechecks import prechecked
 from autotune.search.refine import Refiner, RefineResult, neighbours_summary
-from autotune.search.selfcheck import logits_from_scores, self_check
-from autotune.search.stats import NOISY_SPREAD
 from autotune.search.storage import shared_lock
 from autotune.search.study import best_feasible_config, earlier_picks, open_study, trial_records, warm_start
 from autotune.search.trial_loop import run_study

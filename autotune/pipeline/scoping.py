@@ -1,7 +1,7 @@
 """The scope phase of `autotune run`: after the engine's pick, how much Hindsight should score.
 
 Coordinate descent over the two kinds of knob. The engine search and its race chose the fastest engine
-on the whole recorded pool (W). Here, with W's own scores, the result-quality gate (`search.scope`) finds
+on the whole recorded pool (W). Here, with W's own scores, the result-quality gate (`gates.scope`) finds
 for each per-candidate token cut the smallest pool cap per budget level that keeps the results; those
 scopes race W on the whole pool and Hindsight's defaults, side by side; and from the fastest, the
 engine's knobs are refined again on the pool it will really score (a smaller pool can want another
@@ -16,14 +16,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from autotune.errors import NothingPassedError
-from autotune.hindsight.keys import DEFAULT_ENCODING, TOKENIZER_ENCODING, user_caps
-from autotune.pipeline.handoffs import Picked, Scoped, Tuning
-from autotune.runtime.engine import EngineConfig
-from autotune.search.finalists import Finalist, rerace
-from autotune.search.measure import scores_of
-from autotune.search.parity import compare, fresh_reference
-from autotune.search.refine import Refiner
-from autotune.search.scope import (
+from autotune.gates.parity import compare, fresh_reference
+from autotune.gates.scope import (
     TOKEN_GRID,
     Agreement,
     Exploration,
@@ -31,14 +25,20 @@ from autotune.search.scope import (
     Replays,
     ResultGate,
     Scope,
-    ScopeOutcome,
     Shaped,
     compare_results,
     explore,
     final_results,
     shape,
 )
-from autotune.search.stats import NOISY_SPREAD
+from autotune.hindsight.keys import DEFAULT_ENCODING, TOKENIZER_ENCODING, user_caps
+from autotune.measure.stats import NOISY_SPREAD
+from autotune.measure.timing import scores_of
+from autotune.pipeline.handoffs import Picked, Scoped, Tuning
+from autotune.runtime.engine import EngineConfig
+from autotune.search.finalists import Finalist, rerace
+from autotune.search.refine import Refiner
+from autotune.search.scope_outcome import ScopeOutcome
 from autotune.workload.queries import Workload
 
 
@@ -146,7 +146,7 @@ def _gated(s: _Scoping, picked: Picked, gate: ResultGate) -> tuple[Picked, Agree
 
 def _explore(s: _Scoping, winner: Finalist, gate: ResultGate) -> tuple[list[FrontierPoint],
                                                                         tuple[FrontierPoint, ...]]:
-    """Step one: the scopes other than the user's that keep the results (`search.scope.explore`), and the
+    """Step one: the scopes other than the user's that keep the results (`gates.scope.explore`), and the
     frontier worth showing."""
     t = s.t
     missing = len(s.replays.recorded) - sum(s.replays.recorded)

@@ -6,6 +6,8 @@ import time
 from collections.abc import Callable
 
 from autotune.host import HostProbe
+from autotune.measure.memory_guard import MemoryGuard
+from autotune.measure.noise import LoadMonitor
 from autotune.paths import read_caches
 from autotune.pipeline.handoffs import Prepared, Tuning
 from autotune.pipeline.options import RunOptions, RunOutcome
@@ -22,8 +24,6 @@ from autotune.pipeline.phases import (
     search,
 )
 from autotune.runlock import host_lock
-from autotune.search.memory_guard import MemoryGuard
-from autotune.search.noise import LoadMonitor
 from autotune.search.storage import open_storage
 
 

@@ -6,7 +6,7 @@ any batch; `per-channel` and `per-tensor` are onnxruntime's dynamic quantization
 whole input per batch, so a pair's scores move with its batch mates. Finer weight scales (one per output
 channel) keep closer to fp32 at the same int8 GEMM cost; a MatMul kept in fp32 keeps all of its accuracy
 and loses its int8 speed. Which variant keeps what the recall returns is the
-search's question (`search/int8_judge.py`); this module only builds them.
+search's question (`gates/int8_judge.py`); this module only builds them.
 """
 
 from __future__ import annotations

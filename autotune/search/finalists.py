@@ -11,11 +11,8 @@ import numpy as np
 import optuna
 from optuna.trial import TrialState
 
-from autotune.runtime.engine import EngineConfig, ScoringPool
-from autotune.runtime.space import SearchSpace
-from autotune.search.measure import Load, PassTimer, interleaved_passes
-from autotune.search.parity import ParityReport
-from autotune.search.stats import (
+from autotune.gates.parity import ParityReport
+from autotune.measure.stats import (
     NOISY_SPREAD,
     Latency,
     noise_warnings,
@@ -24,15 +21,18 @@ from autotune.search.stats import (
     percentile,
     relative_spread,
 )
+from autotune.measure.timing import Load, PassTimer, interleaved_passes
+from autotune.runtime.engine import EngineConfig, ScoringPool
+from autotune.runtime.space import SearchSpace
 from autotune.search.study import PARAMS, TrialRecord, config_of, is_feasible
 from autotune.workload.queries import Query, Workload
 
 if TYPE_CHECKING:
-    from autotune.search.client_sizing import ServedLoad
+    from autotune.gates.prechecks import Dropped
+    from autotune.measure.client_sizing import ServedLoad
     from autotune.search.memory_report import MemoryReport
-    from autotune.search.prechecks import Dropped
     from autotune.search.refine import RefineResult
-    from autotune.search.scope import ScopeOutcome
+    from autotune.search.scope_outcome import ScopeOutcome
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ def rerace(pool: ScoringPool, workload: Workload, configs: Sequence[EngineConfig
     in the same rounds: the profile reports both, and the throughput at 1 and at the load's concurrency.
 
     `workloads`, one per configuration, replays each on its own form of the same queries (a smaller pool,
-    shorter candidates: `search.scope`), query for query, in the same rounds.
+    shorter candidates: `gates.scope`), query for query, in the same rounds.
     """
     own = list(workloads) if workloads is not None else [workload] * len(configs)
     if len(own) != len(configs) or any(len(w.queries) != len(workload.queries) for w in own):

@@ -8,12 +8,12 @@ from typing import Any
 
 import optuna
 
+from autotune.measure.memory import ModelMemory, PeakRss, process_peak_mb
+from autotune.measure.served_memory import BurstPlan, measure_served
 from autotune.runtime.engine import EngineConfig, ScoringPool
 from autotune.runtime.model import ModelBundle
 from autotune.runtime.onnx_files import model_bytes
-from autotune.search.memory import ModelMemory, PeakRss, process_peak_mb
 from autotune.search.objective import Objective
-from autotune.search.served_memory import BurstPlan, measure_served
 from autotune.workload.queries import Workload
 
 NOTE = ("served_mb is the RSS that the reranker's session and its largest batch add to the process that serves it, "

@@ -20,14 +20,14 @@ import numpy as np
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from autotune.gates.parity import compare
+from autotune.measure.memory import ESTIMATE_MARGIN, ModelMemory, PeakRss, rss_mb
+from autotune.measure.memory_guard import TRIP_SHARE, MemoryTripped, measuring, rearm
+from autotune.measure.stats import percentile
+from autotune.measure.timing import Load
 from autotune.runtime.engine import EngineConfig, ScoringPool, plan_batches
 from autotune.runtime.space import SearchSpace
-from autotune.search.measure import Load
-from autotune.search.memory import ESTIMATE_MARGIN, ModelMemory, PeakRss, rss_mb
-from autotune.search.memory_guard import TRIP_SHARE, MemoryTripped, measuring, rearm
-from autotune.search.parity import compare
 from autotune.search.space import SearchSettings
-from autotune.search.stats import percentile
 from autotune.search.study import FINISHED, UNMEASURED
 from autotune.search.trial_loop import is_live
 from autotune.workload.queries import Workload

@@ -27,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
+from autotune.gates.parity import Tolerance, compare
+from autotune.measure.stats import NOISY_SPREAD, p95_ms, percentile, relative_spread
+from autotune.measure.timing import Load, interleaved_passes, replay
 from autotune.runtime.engine import EngineConfig, ScoringPool
 from autotune.runtime.space import SearchSpace
-from autotune.search.measure import Load, interleaved_passes, replay
-from autotune.search.parity import Tolerance, compare
-from autotune.search.stats import NOISY_SPREAD, p95_ms, percentile, relative_spread
 from autotune.workload.queries import Workload
 
 MIN_GAIN = 0.03  # a neighbour must be at least this much faster, even when the rounds agree closely

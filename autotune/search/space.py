@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autotune.errors import SettingError
+from autotune.gates.parity import FP32_TOLERANCE, INT8_TOLERANCE, Tolerance
 from autotune.runtime.space import SearchSpace
-from autotune.search.parity import FP32_TOLERANCE, INT8_TOLERANCE, Tolerance
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from autotune.measure.client_sizing import ServedLoad, measure_client_sizing
+from autotune.measure.timing import Load
 from autotune.runtime.engine import ScoringPool
-from autotune.search.client_sizing import ServedLoad, measure_client_sizing
 from autotune.search.finalists import Finalist
-from autotune.search.measure import Load
 from autotune.workload.queries import Workload
 
 

@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from autotune.runtime.targets.key_spec import positive_int
-from autotune.search.client_sizing import (
+from autotune.measure.client_sizing import (
     HINDSIGHT_HTTP_TIMEOUT,
     HINDSIGHT_MAX_CONCURRENT,
     HTTP_TIMEOUT_KEY,
     hindsight_concurrency,
     positive_float,
 )
+from autotune.runtime.targets.key_spec import positive_int
 
 BATCH_SIZE_KEY = "HINDSIGHT_API_RERANKER_TEI_BATCH_SIZE"
 RETRY_AFTER_CAP_S = 5.0

@@ -320,7 +320,7 @@ def test_a_lowered_top_k_floor_lowers_the_mean_floor_with_it():
     import argparse
 
     from autotune.commands.run import add_arguments, tolerances_from
-    from autotune.search.parity import INT8_TOLERANCE
+    from autotune.gates.parity import INT8_TOLERANCE
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)

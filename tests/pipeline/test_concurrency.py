@@ -56,8 +56,8 @@ def test_the_key_is_the_picks_workers():
 
 
 def test_the_estimate_counts_the_shared_weights_once(tiny_model_dir, workload_file):
+    from autotune.measure.memory import ModelMemory
     from autotune.runtime.space import SearchSpace
-    from autotune.search.memory import ModelMemory
     from autotune.search.objective import Objective
     from autotune.search.space import SearchSettings
     from autotune.workload.queries import load_workload

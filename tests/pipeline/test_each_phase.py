@@ -17,20 +17,21 @@ from typing import Any
 import optuna
 import pytest
 
+from autotune.gates.parity import compare
+from autotune.gates.scope import Agreement, ResultGate, Scope
 from autotune.host import run_conditions
+from autotune.measure.client_sizing import ServedLoad
+from autotune.measure.noise import Conditions, NoiseSample
+from autotune.measure.stats import Latency
 from autotune.pipeline import phases
 from autotune.pipeline.handoffs import Checked, Judged, Loaded, Prepared, Raced, Scoped, Searched, Tuning
 from autotune.pipeline.options import RunOptions
 from autotune.runtime.engine import EngineConfig
-from autotune.search.client_sizing import ServedLoad
 from autotune.search.finalists import Finalist, SearchResult
 from autotune.search.memory_report import MemoryReport
-from autotune.search.noise import Conditions, NoiseSample
 from autotune.search.objective import Objective
-from autotune.search.parity import compare
-from autotune.search.scope import Agreement, ResultGate, Scope, ScopeOutcome
+from autotune.search.scope_outcome import ScopeOutcome
 from autotune.search.space import SearchSettings
-from autotune.search.stats import Latency
 from autotune.search.storage import open_storage
 from tests.support.models import write_workload
 
@@ -186,8 +187,8 @@ def test_commit_writes_what_judge_decided(work, tuning, judged):
 
 def test_the_study_is_another_when_the_int8_graph_is_another(prepared, loaded, tuning):
     """A study resumed over another int8 variant would race one graph's timings against another's."""
+    from autotune.gates.int8_judge import Int8Verdict
     from autotune.runtime.quantize import Int8Variant
-    from autotune.search.int8_judge import Int8Verdict
 
     def digest(variant: Int8Variant | None) -> str:
         checked = dataclasses.replace(tuning.checked, int8=Int8Verdict((), variant))

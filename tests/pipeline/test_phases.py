@@ -98,11 +98,11 @@ def test_the_default_budget_follows_a_large_model_and_keeps_one_session(tiny_mod
     and the pool keeps one session where two pass it."""
     from types import SimpleNamespace
 
+    from autotune.measure.memory import ModelMemory, rss_mb
     from autotune.pipeline import phases
     from autotune.runtime.model import load_model_dir
     from autotune.runtime.sessions import EnginePool
     from autotune.runtime.space import SearchSpace
-    from autotune.search.memory import ModelMemory, rss_mb
     from autotune.search.objective import Objective
     from autotune.search.space import SearchSettings
     from autotune.workload.queries import load_workload

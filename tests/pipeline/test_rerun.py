@@ -9,9 +9,9 @@ import yaml
 
 from autotune.cli import main
 from autotune.errors import ExitStatus
+from autotune.measure.stats import Latency
 from autotune.runtime.engine import EngineConfig
 from autotune.search.finalists import Finalist, challenge
-from autotune.search.stats import Latency
 
 HELD, OTHER = EngineConfig(4, 2, True, "fp32"), EngineConfig(2, 2, True, "fp32")
 

@@ -11,8 +11,8 @@ import yaml
 
 from autotune.cli import main
 from autotune.errors import ExitStatus
+from autotune.gates.scope import CAP_GRID
 from autotune.outputs.envfile import managed_values
-from autotune.search.scope import CAP_GRID
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "hindsight_recall.jsonl"
 KEY = "HINDSIGHT_API_RERANKER_MAX_CANDIDATES"

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from autotune.gates.parity import spearman
 from autotune.runtime.engine import BASELINE
 from autotune.runtime.model import DEFAULT_MODEL_NAME, build_default_model, default_weights_dir
 from autotune.runtime.sessions import EnginePool
-from autotune.search.parity import spearman
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "queries.jsonl"

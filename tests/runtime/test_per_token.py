@@ -10,12 +10,12 @@ import numpy as np
 import onnx
 import pytest
 
+from autotune.measure.timing import replay
 from autotune.runtime.engine import REFERENCE, EngineConfig
 from autotune.runtime.model import resolve_model
 from autotune.runtime.per_token import write_per_token
 from autotune.runtime.quantize import Int8Variant, quantize_to, weight_matmuls
 from autotune.runtime.sessions import EnginePool
-from autotune.search.measure import replay
 from autotune.workload.queries import load_workload
 from tests.support.corpus import DOCS
 from tests.support.paths import EXAMPLE_WORKLOAD

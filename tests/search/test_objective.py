@@ -5,13 +5,13 @@ from dataclasses import replace
 import optuna
 import pytest
 
+from autotune.gates.parity import Tolerance
+from autotune.measure.memory import ESTIMATE_MARGIN, ModelMemory, rss_mb
 from autotune.runtime.engine import EngineTraits
-from autotune.search.memory import ESTIMATE_MARGIN, ModelMemory, rss_mb
 from autotune.search.objective import Objective, rung_order, rung_sizes
-from autotune.search.parity import Tolerance
 from autotune.search.space import SearchSettings
 from autotune.search.study import halving_pruner, trial_records
-from tests.search.conftest import SPACE
+from tests.support.setting import SPACE
 
 
 def _objective(setup, **kwargs) -> Objective:
@@ -146,7 +146,7 @@ def test_one_trial_over_the_memory_budget_is_rejected_and_the_search_goes_on(set
     import mmap
     import time
 
-    from autotune.search.memory_guard import MemoryGuard, check
+    from autotune.measure.memory_guard import MemoryGuard, check
 
     pool = setup[0]
     objective = _objective(setup, memory_budget_mb=1e6)

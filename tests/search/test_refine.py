@@ -6,9 +6,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from autotune.gates.parity import FP32_TOLERANCE
 from autotune.runtime.engine import EngineConfig, ScoreResult
 from autotune.runtime.space import SearchSpace
-from autotune.search.parity import FP32_TOLERANCE
 from autotune.search.refine import Refiner, neighbours_summary
 from autotune.workload.queries import Query, Workload
 from tests.support.pools import CostPool, virtual_clock  # noqa: F401 - the fixture, used below

@@ -8,8 +8,8 @@ import math
 import pytest
 
 from autotune.errors import OptionsError
+from autotune.gates.parity import FP32_TOLERANCE, INT8_TOLERANCE
 from autotune.runtime.space import SearchSpace
-from autotune.search.parity import FP32_TOLERANCE, INT8_TOLERANCE
 from autotune.search.space import SearchSettings
 
 

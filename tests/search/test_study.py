@@ -4,12 +4,12 @@ import optuna
 import pytest
 
 from autotune.errors import OptionsError
+from autotune.measure.stats import Latency
 from autotune.runtime.engine import EngineConfig
 from autotune.runtime.space import SearchSpace
 from autotune.search.finalists import Finalist, choose
 from autotune.search.objective import rung_sizes
 from autotune.search.space import SearchSettings
-from autotune.search.stats import Latency
 from autotune.search.study import best_feasible_value, halving_pruner
 
 

@@ -23,7 +23,7 @@ def test_an_http_date_counts_as_seconds_from_now_and_garbage_as_none():
 
 
 def test_settings_are_read_as_hindsight_reads_them():
-    from autotune.search.client_sizing import HTTP_TIMEOUT_KEY, MAX_CONCURRENT_KEY
+    from autotune.measure.client_sizing import HTTP_TIMEOUT_KEY, MAX_CONCURRENT_KEY
     from autotune.serve.tei_client import BATCH_SIZE_KEY
 
     assert ClientSettings.from_env({}) == ClientSettings()

@@ -18,7 +18,7 @@ CLOCK = [0.0]  # virtual seconds: a configuration's cost is exactly what the tim
 def virtual_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     from types import SimpleNamespace
 
-    from autotune.search import measure
+    from autotune.measure import timing as measure
 
     monkeypatch.setattr(measure, "time", SimpleNamespace(perf_counter=lambda: CLOCK[0]))
 

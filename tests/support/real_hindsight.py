@@ -249,9 +249,9 @@ def cutover_flow(h: RealHindsight, work: Path, *, queries: list[str], budget: st
                  precisions: str | None = None, run_args: Sequence[str] = ()) -> dict[str, Any]:
     """retain -> record -> self-check -> run -> cut over -> verify; then a deliberately bad cutover -> verify.
     `precisions` narrows the run's (`int8`: the cutover hands Hindsight the int8 model); `run_args` are added."""
+    from autotune.gates.selfcheck import check_recording
     from autotune.outputs.envfile import managed_values
     from autotune.runtime.model import build_default_model
-    from autotune.search.selfcheck import check_recording
     from autotune.workload.queries import load_workload
 
     work.mkdir(parents=True, exist_ok=True)

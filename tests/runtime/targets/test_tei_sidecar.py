@@ -16,7 +16,7 @@ def test_hindsights_tei_client_survives_eight_recalls_with_the_sized_keys(tiny_m
     1 s time-out. With one permit per worker (what `run` writes) all eight recalls succeed, each request
     sent once, and the server drops nothing; with Hindsight's 8 permits, requests queue in the server
     past the time-out, and the client gives up on them and sends them again."""
-    from autotune.search.client_sizing import HTTP_TIMEOUT_KEY, MAX_CONCURRENT_KEY
+    from autotune.measure.client_sizing import HTTP_TIMEOUT_KEY, MAX_CONCURRENT_KEY
     from tests.support.http import LiveServer
     from tests.support.serving import SlowService, metric, slow
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from autotune.measure.timing import replay_loaded
 from autotune.runtime.engine import EngineConfig, ScoringPool, engines_for
 from autotune.runtime.targets.base import PREFIX
 from autotune.runtime.targets.key_spec import positive_int
@@ -23,7 +24,6 @@ from autotune.runtime.targets.tei_sidecar import (
     HINDSIGHT_CLIENT_CONCURRENCY,
     client_concurrency,
 )
-from autotune.search.measure import replay_loaded
 from autotune.workload.queries import Query, Workload
 
 MAX_CONCURRENT_KEY = CLIENT_CONCURRENCY_KEY

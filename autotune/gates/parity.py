@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 
 from autotune.fileio import read_bound, write_bound
+from autotune.measure.timing import replay
 from autotune.paths import cache_dir, caches_readable
 from autotune.runtime.engine import REFERENCE, EngineTraits
 from autotune.runtime.model import ModelBundle
 from autotune.runtime.sessions import EnginePool
-from autotune.search.measure import replay
 from autotune.workload.queries import Workload
 
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from autotune.gates.parity import spearman
 from autotune.runtime.engine import EngineConfig, logit, sigmoid
-from autotune.search.parity import spearman
 from autotune.workload.candidate_cap import CandidateCap, cut_documents
 from autotune.workload.queries import Query
 

@@ -22,12 +22,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from autotune.errors import ModelError, OptionsError
+from autotune.gates.int8_judge import Int8Verdict, judge_int8
+from autotune.gates.int8_speed import WORTH, int8_speed, remember, remembered
+from autotune.gates.parity import Tolerance
 from autotune.runtime.engine import REFERENCE, ScoringPool
 from autotune.runtime.quantize import int8_format
 from autotune.runtime.space import SearchSpace
-from autotune.search.int8_judge import Int8Verdict, judge_int8
-from autotune.search.int8_speed import WORTH, int8_speed, remember, remembered
-from autotune.search.parity import Tolerance
 from autotune.workload.queries import Workload
 
 

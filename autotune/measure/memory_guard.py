@@ -14,7 +14,7 @@ import threading
 from types import TracebackType
 
 from autotune.errors import OptionsError
-from autotune.search.memory import rss_mb
+from autotune.measure.memory import rss_mb
 
 TRIP_SHARE = 0.95  # of the budget: stop here, before the budget itself is passed
 

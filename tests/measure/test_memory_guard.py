@@ -8,12 +8,12 @@ from dataclasses import replace
 import pytest
 
 from autotune.errors import ExitStatus, OptionsError
+from autotune.measure.memory import rss_mb
+from autotune.measure.memory_guard import MemoryGuard, check, measuring
+from autotune.measure.timing import replay_loaded
 from autotune.runtime.engine import EngineConfig, EngineTraits
 from autotune.runtime.model import load_model_dir
 from autotune.runtime.sessions import EnginePool
-from autotune.search.measure import replay_loaded
-from autotune.search.memory import rss_mb
-from autotune.search.memory_guard import MemoryGuard, check, measuring
 from autotune.workload.queries import load_workload
 from tests.support.cli import run_cli
 from tests.support.models import write_workload

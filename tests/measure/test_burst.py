@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from autotune.measure.burst import BurstShape
+from autotune.measure.memory import ESTIMATE_MARGIN, RUNTIME_MB, ModelMemory
 from autotune.runtime.engine import plan_batches
-from autotune.search.burst import BurstShape
-from autotune.search.memory import ESTIMATE_MARGIN, RUNTIME_MB, ModelMemory
 
 MODEL = ModelMemory(weights_mb=40.0, layers=2, heads=4, hidden=64, intermediate=256)
 

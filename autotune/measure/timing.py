@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from autotune.measure.memory_guard import check as check_memory
 from autotune.runtime.engine import EngineConfig, ScoreResult, Scoring, ScoringPool, engines_for
-from autotune.search.memory_guard import check as check_memory
 from autotune.workload.queries import Query, Workload
 
 Scorer = Callable[[str, list[str]], object]

@@ -25,6 +25,9 @@ import numpy as np
 
 from autotune.errors import ModelError
 from autotune.fileio import read_bound, sha256_bytes, write_bound
+from autotune.gates.int8_speed import FALLBACK_WORTH, Int8Speed, evenly
+from autotune.gates.parity import ParityReport, Tolerance, compare, logits
+from autotune.measure.timing import replay, scores_of
 from autotune.paths import cache_dir, caches_readable
 from autotune.runtime.engine import REFERENCE, EngineConfig, ScoringPool
 from autotune.runtime.quantize import (
@@ -36,9 +39,6 @@ from autotune.runtime.quantize import (
     quantize_to,
     weight_matmuls,
 )
-from autotune.search.int8_speed import FALLBACK_WORTH, Int8Speed, evenly
-from autotune.search.measure import replay, scores_of
-from autotune.search.parity import ParityReport, Tolerance, compare, logits
 from autotune.workload.queries import Workload
 
 SENSITIVITY_QUERIES = 6  # the sample each MatMul's sensitivity is measured on

@@ -10,18 +10,18 @@ import numpy as np
 import pytest
 
 from autotune.errors import OptionsError
-from autotune.hindsight.keys import user_caps
-from autotune.search.scope import (
+from autotune.gates.scope import (
     CAP_GRID,
     Replays,
     ResultGate,
     Scope,
-    ScopeOutcome,
     compare_results,
     explore,
     final_results,
     shape,
 )
+from autotune.hindsight.keys import user_caps
+from autotune.search.scope_outcome import ScopeOutcome
 from autotune.workload.queries import Workload, load_workload
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "hindsight_recall.jsonl"

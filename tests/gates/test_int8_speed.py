@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from autotune.gates import prechecks
+from autotune.gates.int8_judge import INT8, INT8_BATCHED
+from autotune.gates.int8_speed import Int8Speed, int8_speed, speed_sample
+from autotune.gates.parity import FP32_TOLERANCE, INT8_TOLERANCE, compare
+from autotune.measure.timing import scores_of
 from autotune.runtime.quantize import Int8Variant
-from autotune.search import prechecks
-from autotune.search.int8_judge import INT8, INT8_BATCHED
-from autotune.search.int8_speed import Int8Speed, int8_speed, speed_sample
-from autotune.search.measure import scores_of
-from autotune.search.parity import FP32_TOLERANCE, INT8_TOLERANCE, compare
-from tests.search.conftest import SPACE
+from tests.support.setting import SPACE
 
 SLOW = Int8Speed((("per-token", 0.99, 2), ("per-channel", 1.04, 3)), 5, 300, 4.0, "no VNNI, u8u8")
 FAST = Int8Speed((("per-token", 1.32, 5), ("per-channel", 1.08, 4)), 5, 300, 4.0, "avx512_vnni, u8s8")
@@ -74,9 +74,9 @@ def test_the_fallback_runs_only_where_its_cost_fits_the_plan_and_the_speed_can_p
     """Issue 51: the fallback once measured 36 MatMuls alone for 23 minutes on a host where int8 cannot pay."""
     import time
 
-    from autotune.search import int8_judge
-    from autotune.search.int8_judge import judge_int8
-    from autotune.search.parity import Tolerance
+    from autotune.gates import int8_judge
+    from autotune.gates.int8_judge import judge_int8
+    from autotune.gates.parity import Tolerance
 
     def never(*a, **k):  # type: ignore[no-untyped-def]
         raise AssertionError("the fallback measured sensitivities")
@@ -93,7 +93,7 @@ def test_the_fallback_runs_only_where_its_cost_fits_the_plan_and_the_speed_can_p
 
 
 def test_sensitivities_are_taken_on_queries_spread_over_the_workload():
-    from autotune.search.int8_judge import SENSITIVITY_QUERIES, sensitivity_sample
+    from autotune.gates.int8_judge import SENSITIVITY_QUERIES, sensitivity_sample
     from autotune.workload.queries import Query, Workload
 
     queries = [Query(f"q{i}", ["x" * (10 * i + 1)] * (i % 5 + 1)) for i in range(30)]

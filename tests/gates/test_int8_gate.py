@@ -13,14 +13,14 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from autotune.gates import int8_judge
+from autotune.gates.int8_judge import judge_int8
+from autotune.gates.parity import INT8_TOLERANCE, compare
+from autotune.measure.timing import replay
 from autotune.runtime.engine import REFERENCE, logit, sigmoid
 from autotune.runtime.model import resolve_model
 from autotune.runtime.sessions import EnginePool
 from autotune.runtime.tokenize import PairTokenizer
-from autotune.search import int8_judge
-from autotune.search.int8_judge import judge_int8
-from autotune.search.measure import replay
-from autotune.search.parity import INT8_TOLERANCE, compare
 from autotune.workload.queries import load_workload
 from tests.support.paths import EXAMPLE_WORKLOAD
 

@@ -20,11 +20,11 @@ from dataclasses import asdict, dataclass, replace
 from queue import Empty
 from typing import Any
 
+from autotune.measure.burst import BurstShape
+from autotune.measure.memory import ESTIMATE_MARGIN, ModelMemory
 from autotune.runtime.engine import EngineConfig, EngineTraits
 from autotune.runtime.model import ModelBundle
 from autotune.runtime.quantize import Int8Variant
-from autotune.search.burst import BurstShape
-from autotune.search.memory import ESTIMATE_MARGIN, ModelMemory
 from autotune.workload.queries import Query
 
 TIMEOUT_S = 600.0
@@ -117,8 +117,8 @@ def _burst(bundle: ModelBundle, has_vnni: bool, traits: EngineTraits, config: En
            base_mb: float, workload_longest: int, variant: Int8Variant) -> Burst:
     """At the model's length, or for the sidecar the longest that fits the budget; never shorter than the
     workload's longest pair, which must be scored as it was tuned (then the burst says it passes the budget)."""
+    from autotune.measure.memory import PeakRss
     from autotune.runtime.sessions import EnginePool, warm_up
-    from autotune.search.memory import PeakRss
 
     model_max = min(traits.max_tokens or bundle.max_length, bundle.max_length)
     shape = BurstShape(config.workers, traits.shared_session, config.batch_size, traits.max_batch_tokens)
@@ -148,9 +148,9 @@ def _child(bundle: ModelBundle, has_vnni: bool, traits: EngineTraits, config: di
             importlib.import_module(plan.server_module)
         import onnxruntime  # noqa: F401  (the runtime and the tokenizer are the process's, not the session's)
 
+        from autotune.measure.memory import PeakRss, rss_mb
+        from autotune.measure.timing import replay
         from autotune.runtime.sessions import EnginePool
-        from autotune.search.measure import replay
-        from autotune.search.memory import PeakRss, rss_mb
 
         engine_config = EngineConfig.from_dict(config)
         pool = EnginePool(bundle, has_vnni=has_vnni, traits=traits, max_sessions=1)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autotune.search.parity import FP32_TOLERANCE, INT8_TOLERANCE, compare, rank, spearman, topk_overlap
+from autotune.gates.parity import FP32_TOLERANCE, INT8_TOLERANCE, compare, rank, spearman, topk_overlap
 
 
 def test_rank_averages_ties():
@@ -60,7 +60,7 @@ def _poison(monkeypatch, setup):  # type: ignore[no-untyped-def]
 
 
 def test_a_planted_reference_is_rebuilt_and_said(setup, monkeypatch):
-    from autotune.search.parity import reference_scores
+    from autotune.gates.parity import reference_scores
 
     pool, workload, reference = setup
     _poison(monkeypatch, setup)
@@ -71,7 +71,7 @@ def test_a_planted_reference_is_rebuilt_and_said(setup, monkeypatch):
 
 
 def test_fresh_reads_no_cached_reference(setup, monkeypatch):
-    import autotune.search.parity as parity
+    import autotune.gates.parity as parity
     from autotune.paths import read_caches
 
     pool, workload, reference = setup

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from autotune.search.stats import Latency, noise_warnings, per_query_medians, percentile, relative_spread
+from autotune.measure.stats import Latency, noise_warnings, per_query_medians, percentile, relative_spread
 
 
 def test_stats_helpers():

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autotune.search.memory import ESTIMATE_MARGIN, RUNTIME_MB, ModelMemory
+from autotune.measure.memory import ESTIMATE_MARGIN, RUNTIME_MB, ModelMemory
 
 
 @dataclass(frozen=True)

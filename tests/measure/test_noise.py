@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-from autotune.search.noise import LoadMonitor, trustworthiness, wait_quiet
+from autotune.measure.noise import LoadMonitor, trustworthiness, wait_quiet
 
 
 def test_a_load_above_the_cores_makes_the_figures_untrustworthy(monkeypatch):
-    monkeypatch.setattr("autotune.search.noise.load1", lambda: 212.0)
+    monkeypatch.setattr("autotune.measure.noise.load1", lambda: 212.0)
     with LoadMonitor(2, interval=0.01) as monitor:
         pass
     sample = monitor.result()
@@ -14,7 +14,7 @@ def test_a_load_above_the_cores_makes_the_figures_untrustworthy(monkeypatch):
 
 
 def test_a_quiet_host_gives_no_warning(monkeypatch):
-    monkeypatch.setattr("autotune.search.noise.load1", lambda: 0.3)
+    monkeypatch.setattr("autotune.measure.noise.load1", lambda: 0.3)
     with LoadMonitor(2, interval=0.01) as monitor:
         pass
     assert not [w for w in monitor.result().warnings if "load average" in w]

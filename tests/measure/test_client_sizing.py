@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from autotune.search.client_sizing import (
+from autotune.measure.client_sizing import (
     HTTP_TIMEOUT_KEY,
     MAX_CONCURRENT_KEY,
     ClientSizing,

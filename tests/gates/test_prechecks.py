@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from autotune.errors import OptionsError
+from autotune.gates.parity import FP32_TOLERANCE, Tolerance
+from autotune.gates.prechecks import prechecked
 from autotune.runtime.space import SearchSpace
-from autotune.search.parity import FP32_TOLERANCE, Tolerance
-from autotune.search.prechecks import prechecked
-from tests.search.conftest import SPACE
+from tests.support.setting import SPACE
 
 
 def test_prechecks_drop_what_cannot_win_and_say_why(setup):

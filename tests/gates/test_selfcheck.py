@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from autotune.search.selfcheck import self_check
+from autotune.gates.selfcheck import self_check
 from autotune.workload.queries import Query
 
 LOGITS = np.array([2.0, -1.0, 0.5, -3.0, 1.2])
@@ -58,7 +58,7 @@ def test_missing_scores_are_skipped_not_compared():
 
 def test_scores_within_the_tolerance_pass_though_near_ties_swap_ranks():
     """A large bank repeats memories: equal scores in Hindsight, 1e-6 apart here, so Spearman dips below 1."""
-    from autotune.search.selfcheck import SelfCheck
+    from autotune.gates.selfcheck import SelfCheck
 
     check = SelfCheck(queries=1, candidates=300, differ=0, spearman_min=0.99998, max_abs_logit=6e-6)
     assert check.passed and check.summary().startswith("all 300 recorded candidates reproduce")
@@ -75,7 +75,7 @@ def _default_scores(documents: list[str]) -> np.ndarray:
 
 def test_a_recording_hindsight_scored_cut_is_replayed_cut():
     """A trace holds each document whole; with MAX_TOKENS_PER_CANDIDATE Hindsight scored it cut to N tokens."""
-    from autotune.search.selfcheck import check_recording
+    from autotune.gates.selfcheck import check_recording
     from autotune.workload.candidate_cap import CandidateCap, cut_documents
     from tests.support.corpus import DOCS
 
@@ -91,8 +91,8 @@ def test_a_recording_hindsight_scored_cut_is_replayed_cut():
 def test_an_int8_profiles_replay_is_held_to_the_int8_tolerance_and_says_so():
     from dataclasses import replace
 
+    from autotune.gates.selfcheck import INT8_REPLAY_TOLERANCE, check_recording
     from autotune.runtime.engine import REFERENCE
-    from autotune.search.selfcheck import INT8_REPLAY_TOLERANCE, check_recording
     from tests.support.corpus import DOCS
 
     nudged = _default_scores(list(DOCS)) + np.linspace(-1, 1, len(DOCS)) * INT8_REPLAY_TOLERANCE / 2

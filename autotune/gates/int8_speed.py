@@ -20,10 +20,10 @@ from typing import TypeVar
 
 from autotune.errors import ModelError
 from autotune.fileio import read_bound, sha256_bytes, write_bound
+from autotune.measure.timing import replay
 from autotune.paths import caches_readable, state_dir
 from autotune.runtime.engine import EngineConfig, ScoringPool
 from autotune.runtime.quantize import Int8Variant
-from autotune.search.measure import replay
 from autotune.workload.queries import Query, Workload
 
 SPEED_CONFIG = EngineConfig(batch_size=8, intra_op_threads=0, length_sort=True, precision="fp32")

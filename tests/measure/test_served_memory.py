@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from autotune.measure.burst import BurstShape
+from autotune.measure.memory import ESTIMATE_MARGIN, ModelMemory
+from autotune.measure.served_memory import BurstPlan, measure_served
 from autotune.runtime.engine import EngineConfig, EngineTraits
 from autotune.runtime.model import build_default_model
-from autotune.search.burst import BurstShape
-from autotune.search.memory import ESTIMATE_MARGIN, ModelMemory
-from autotune.search.served_memory import BurstPlan, measure_served
 from autotune.workload.queries import Query
 
 SERVER = "autotune.serve.app"
@@ -81,7 +81,7 @@ def test_the_measuring_child_does_not_hear_ctrl_c():
     import multiprocessing
     import signal
 
-    from autotune.search.served_memory import start_deaf_to_ctrl_c
+    from autotune.measure.served_memory import start_deaf_to_ctrl_c
 
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()

@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from autotune.search import memory
-from autotune.search.memory import ModelMemory, PeakRss, cgroup_memory_limit, default_budget_mb
+from autotune.measure import memory
+from autotune.measure.memory import ModelMemory, PeakRss, cgroup_memory_limit, default_budget_mb
 from autotune.search.objective import batch_shapes
 
 
@@ -65,7 +65,7 @@ def test_budget_and_cgroup_limit():
 
 
 def test_the_process_peak_survives_the_per_trial_resets():
-    from autotune.search.memory import process_peak_mb, rss_mb
+    from autotune.measure.memory import process_peak_mb, rss_mb
 
     before = rss_mb()
     _spike(300)

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from autotune.search.measure import interleaved, time_queries
+from autotune.measure.timing import interleaved, time_queries
 from autotune.workload.queries import Query
 
 QUERIES = [Query("q1", ["a"]), Query("q2", ["b", "c"])]
@@ -51,7 +51,7 @@ class Sleeper:
 
 
 def test_a_loaded_replay_counts_the_queue_in_each_latency_and_serves_one_query_per_worker():
-    from autotune.search.measure import replay_loaded
+    from autotune.measure.timing import replay_loaded
 
     queries = [Query(f"q{i}", ["a"]) for i in range(4)]
     Sleeper.peak = 0
@@ -66,7 +66,7 @@ def test_a_loaded_replay_counts_the_queue_in_each_latency_and_serves_one_query_p
 def test_a_loaded_replay_raises_what_a_worker_raised():
     import pytest
 
-    from autotune.search.measure import replay_loaded
+    from autotune.measure.timing import replay_loaded
 
     class Broken:
         def score(self, query: str, documents: list[str]):  # type: ignore[no-untyped-def]
@@ -77,7 +77,7 @@ def test_a_loaded_replay_raises_what_a_worker_raised():
 
 
 def test_fewer_queries_than_clients_are_sent_until_every_client_has_one():
-    from autotune.search.measure import replay_loaded
+    from autotune.measure.timing import replay_loaded
 
     Sleeper.peak = 0
     calls = []
@@ -93,7 +93,7 @@ def test_fewer_queries_than_clients_are_sent_until_every_client_has_one():
 
 
 def test_a_contender_left_out_after_a_round_keeps_the_rounds_it_ran():
-    from autotune.search.measure import interleaved_passes
+    from autotune.measure.timing import interleaved_passes
 
     calls: list[str] = []
 
@@ -118,8 +118,8 @@ def test_where_the_pool_keeps_one_session_a_race_never_holds_two(setup):
     import gc
     import weakref
 
+    from autotune.measure.timing import Load, interleaved_passes
     from autotune.runtime.engine import EngineConfig
-    from autotune.search.measure import Load, interleaved_passes
 
     pool, workload, _ = setup
     pool.keep_sessions(1)
