@@ -29,7 +29,7 @@ from autotune.gates.int8_speed import FALLBACK_WORTH, Int8Speed, evenly
 from autotune.gates.parity import ParityReport, Tolerance, compare, logits
 from autotune.measure.timing import replay, scores_of
 from autotune.paths import cache_dir, caches_readable
-from autotune.runtime.engine import REFERENCE, EngineConfig, ScoringPool
+from autotune.runtime.engine import REFERENCE, EngineConfig, OnnxPool, ScoringPool
 from autotune.runtime.quantize import (
     SCALES,
     Int8Variant,
@@ -89,7 +89,7 @@ class Int8Verdict:
                 "variants": [{**v.to_dict(), "label": v.label(), **r.to_dict()} for v, r in self.reports]}
 
 
-def judge_int8(pool: ScoringPool, workload: Workload, reference: list[np.ndarray], tolerance: Tolerance, *,
+def judge_int8(pool: OnnxPool, workload: Workload, reference: list[np.ndarray], tolerance: Tolerance, *,
                has_vnni: bool, fallback: bool = True, speed: Int8Speed | None = None,
                until: float | None = None) -> Int8Verdict:
     """The first variant that passes, left as what the pool runs for int8; else the fallback's, else None.
@@ -98,7 +98,7 @@ def judge_int8(pool: ScoringPool, workload: Workload, reference: list[np.ndarray
     clock value: the time plan's end for int8) only where its estimated cost fits what is left."""
     started = time.monotonic()
     source = pool.model_path(REFERENCE)
-    matmuls = weight_matmuls(source) if source is not None else []
+    matmuls = weight_matmuls(source)
     reports: list[tuple[Int8Variant, ParityReport]] = []
     unbuilt: list[tuple[Int8Variant, str]] = []
     one_variant_s = 0.0  # what judging one variant on the whole workload took, building it included
@@ -181,7 +181,7 @@ def bisect_quantized(total: int, judged: Callable[[int], tuple[Int8Variant, Pari
     return best
 
 
-def sensitivities(pool: ScoringPool, source: Path, workload: Workload, reference: list[np.ndarray], *, scales: str,
+def sensitivities(pool: OnnxPool, source: Path, workload: Workload, reference: list[np.ndarray], *, scales: str,
                   has_vnni: bool) -> tuple[dict[str, float], str]:
     """Each weight MatMul's mean |Δlogit| with only it int8, on the first queries; cached by model, workload,
     scales, format and onnxruntime."""
@@ -225,12 +225,12 @@ def _sensitivity_table(payload: bytes | None, names: list[str]) -> dict[str, flo
     return {k: float(v) for k, v in values.items()}
 
 
-def _scratch_scores(pool: ScoringPool, source: Path, variant: Int8Variant, workload: Workload,
+def _scratch_scores(pool: OnnxPool, source: Path, variant: Int8Variant, workload: Workload,
                     has_vnni: bool) -> list[np.ndarray]:
     """A variant's scores from a graph quantized into a scratch file (the cache keeps only what is chosen)."""
     with tempfile.TemporaryDirectory(prefix="autotune-int8-") as scratch:
         path = quantize_to(Path(scratch) / "model.onnx", source, has_vnni=has_vnni, variant=variant)
-        engine = pool.engine_on(path, judged_at(variant.scales))  # type: ignore[attr-defined]
+        engine = pool.engine_on(path, judged_at(variant.scales))
         scores = replay(engine, workload.queries, keep_scores=True).scores
         del engine
     return scores

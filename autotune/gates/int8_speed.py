@@ -22,7 +22,7 @@ from autotune.errors import ModelError
 from autotune.fileio import read_bound, sha256_bytes, write_bound
 from autotune.measure.timing import replay
 from autotune.paths import caches_readable, state_dir
-from autotune.runtime.engine import EngineConfig, ScoringPool
+from autotune.runtime.engine import EngineConfig, OnnxPool
 from autotune.runtime.quantize import Int8Variant
 from autotune.workload.queries import Query, Workload
 
@@ -136,7 +136,7 @@ def mean_chars(workload: Workload) -> float:
     return sum(a + b for a, b in pairs) / max(1, len(pairs))
 
 
-def int8_speed(pool: ScoringPool, workload: Workload, *, host: str, rounds: int = ROUNDS) -> Int8Speed:
+def int8_speed(pool: OnnxPool, workload: Workload, *, host: str, rounds: int = ROUNDS) -> Int8Speed:
     """fp32 and each int8 variant of `TIMED`, interleaved over `rounds` on a stratified sample."""
     started = time.monotonic()
     sample = speed_sample(workload)
@@ -146,11 +146,11 @@ def int8_speed(pool: ScoringPool, workload: Workload, *, host: str, rounds: int 
     previous = pool.int8_variant
     for scales in TIMED:
         try:
-            pool.use_int8(Int8Variant(scales))  # type: ignore[attr-defined]
-            engines[scales] = pool.engine_on(pool.model_path(int8_config), int8_config)  # type: ignore[attr-defined,arg-type]
+            pool.use_int8(Int8Variant(scales))
+            engines[scales] = pool.engine_on(pool.model_path(int8_config), int8_config)
         except ModelError as exc:
             unbuilt.append((scales, str(exc)))
-    pool.use_int8(previous)  # type: ignore[attr-defined]
+    pool.use_int8(previous)
     replay(fp32, sample.queries[:1])  # warm: thread pools up, arenas grown
     for engine in engines.values():
         replay(engine, sample.queries[:1])

@@ -25,7 +25,7 @@ from autotune.errors import ModelError, OptionsError
 from autotune.gates.int8_judge import Int8Verdict, judge_int8
 from autotune.gates.int8_speed import WORTH, int8_speed, remember, remembered
 from autotune.gates.parity import Tolerance
-from autotune.runtime.engine import REFERENCE, ScoringPool
+from autotune.runtime.engine import REFERENCE, ScoringPool, onnx_pool
 from autotune.runtime.quantize import int8_format
 from autotune.runtime.space import SearchSpace
 from autotune.workload.queries import Workload
@@ -44,12 +44,15 @@ class Dropped:
         return f"{self.knob}={self.value} left out of the search: {self.reason}"
 
 
+NO_GRAPH = "this target does not run an ONNX graph"
+
+
 def fused_graph(pool: ScoringPool) -> str | None:
     """None when the fused graph exists (made now if need be), else why it cannot be made."""
     from autotune.runtime.fusion import FusionUnavailable
 
-    if pool.model_path(REFERENCE) is None:
-        return "this target does not run an ONNX graph"
+    if onnx_pool(pool) is None:
+        return NO_GRAPH
     try:
         pool.model_path(replace(REFERENCE, graph="fused"))
     except (FusionUnavailable, ModelError) as exc:
@@ -65,15 +68,19 @@ def prechecked(space: SearchSpace, pool: ScoringPool, workload: Workload, refere
     `speed_first`, int8's speed is measured before its results are judged, and a slow int8 is not judged."""
     dropped: list[Dropped] = []
     verdict = None
+    onnx = onnx_pool(pool)
+    if "int8" in space.precisions and onnx is None:
+        dropped.append(Dropped("precision", "int8", NO_GRAPH))
+        space = space.narrowed(precisions=tuple(p for p in space.precisions if p != "int8"))
     if "fused" in space.graphs:
         reason = fused_graph(pool)
         if reason is not None:
             dropped.append(Dropped("graph", "fused", reason))
             space = space.narrowed(graphs=tuple(g for g in space.graphs if g != "fused"))
-    if "int8" in space.precisions and speed_first and "fp32" in space.precisions and pool.model_path(REFERENCE):
+    if onnx is not None and "int8" in space.precisions and speed_first and "fp32" in space.precisions:
         speed = None if speed_key is None else remembered(speed_key)
         if speed is None:
-            speed = int8_speed(pool, workload, host=f"{'avx512_vnni' if has_vnni else 'no VNNI'}, "
+            speed = int8_speed(onnx, workload, host=f"{'avx512_vnni' if has_vnni else 'no VNNI'}, "
                                                     f"{int8_format(has_vnni)}")
             if speed_key is not None:
                 remember(speed_key, speed)
@@ -84,8 +91,8 @@ def prechecked(space: SearchSpace, pool: ScoringPool, workload: Workload, refere
                     Int8Verdict((), None, speed.seconds, speed=speed))
     else:
         speed = None
-    if "int8" in space.precisions:
-        verdict = judge_int8(pool, workload, reference, int8_tolerance, has_vnni=has_vnni, fallback=int8_fallback,
+    if onnx is not None and "int8" in space.precisions:
+        verdict = judge_int8(onnx, workload, reference, int8_tolerance, has_vnni=has_vnni, fallback=int8_fallback,
                              speed=speed, until=until)
         if verdict.chosen is None:
             reason = verdict.reason()

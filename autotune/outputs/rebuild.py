@@ -57,6 +57,7 @@ def restore_model(profile: dict[str, Any], host: HostInfo, target: Target, desti
 def _rebuild(profile: dict[str, Any], host: HostInfo, target: Target, destination: Path, ship: str) -> StagedModel:
     from autotune.outputs.profile import profile_config, profile_max_tokens
     from autotune.runtime.backends import inspect_graph
+    from autotune.runtime.engine import onnx_pool
     from autotune.runtime.quantize import Int8Variant
 
     model = profile.get("model") or {}
@@ -67,7 +68,9 @@ def _rebuild(profile: dict[str, Any], host: HostInfo, target: Target, destinatio
                            f"{str(model['sha256'])[:12]}: {ship}")
     pool = target.pool(bundle, has_vnni=host.has_vnni, usable_cores=host.cores.usable,
                        max_tokens=profile_max_tokens(profile))
-    pool.use_int8(Int8Variant.from_dict(model.get("int8_variant")))  # profiles before variants ran per-tensor
+    onnx = onnx_pool(pool)
+    if onnx is not None:  # profiles before variants ran per-tensor
+        onnx.use_int8(Int8Variant.from_dict(model.get("int8_variant")))
     max_tokens = int(model.get("max_tokens") or bundle.max_length)
     return stage_model_dir(destination, onnx_file=pool.model_path(profile_config(profile)) or bundle.onnx_path,
                            source_dir=bundle.directory, input_names=inspect_graph(bundle.onnx_path)[0],

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -308,6 +308,30 @@ class ScoringPool(Protocol):
     def release(self) -> None:
         """Free what the pool holds between measurements (sessions, arenas)."""
         ...
+
+
+@runtime_checkable
+class OnnxPool(ScoringPool, Protocol):
+    """A pool that runs ONNX graphs (the `onnx` and `tei` targets; not PyTorch's): besides scoring, the int8
+    judge chooses which int8 graph it runs, and times a graph of its own outside the pooled sessions."""
+
+    def model_path(self, config: EngineConfig) -> Path:
+        """The ONNX graph a configuration runs, made if need be."""
+        ...
+
+    def use_int8(self, variant: Int8Variant) -> None:
+        """Run `variant` for every int8 configuration from now on."""
+        ...
+
+    def engine_on(self, path: Path, config: EngineConfig) -> Scoring:
+        """A scorer on a graph file of the caller's, outside the pooled sessions."""
+        ...
+
+
+def onnx_pool(pool: ScoringPool) -> OnnxPool | None:
+    """The pool as one that runs ONNX graphs, or None where it runs none: asked of the type, not guessed from
+    what `model_path` returns."""
+    return pool if isinstance(pool, OnnxPool) else None  # seam-ok: the declared interface, asked here alone
 
 
 def engines_for(pool: ScoringPool, config: EngineConfig) -> list[Scoring]:

@@ -27,3 +27,17 @@ def test_prechecks_drop_what_cannot_win_and_say_why(setup):
     assert kept == SPACE and none == [] and no_int8 is None
     with pytest.raises(OptionsError, match="add fp32"):
         prechecked(SPACE.narrowed(precisions=("int8",)), pool, workload, reference, strict_int8)
+
+
+def test_a_pool_that_runs_no_onnx_graph_drops_int8_and_fused_saying_so():
+    """Issue 53: asked of the pool's declared interface (`OnnxPool`), not guessed from `model_path` returning None;
+    nothing int8 is called on a pool that has no int8 operations."""
+    from autotune.gates.prechecks import NO_GRAPH
+    from tests.support.pools import CostPool
+
+    space = SearchSpace(batch_sizes=(1, 4), threads=(0, 1), graphs=("plain", "fused"))
+    narrowed, dropped, verdict = prechecked(space, CostPool(lambda _c: 1.0), None, [], FP32_TOLERANCE,  # type: ignore[arg-type]  # a stand-in pool
+                                            speed_first=True)
+    assert narrowed.precisions == ("fp32",) and narrowed.graphs == ("plain",) and verdict is None
+    assert sorted((d.knob, d.value, d.reason) for d in dropped) == [("graph", "fused", NO_GRAPH),
+                                                                   ("precision", "int8", NO_GRAPH)]
