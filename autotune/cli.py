@@ -10,7 +10,7 @@ import traceback
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import NoReturn, TextIO
+from typing import Any, NoReturn, TextIO
 
 from autotune.errors import AutotuneError, ExitStatus, OptionsError
 from autotune.redact import redact
@@ -31,10 +31,10 @@ class _Parser(argparse.ArgumentParser):
     """Every parser, the subcommands' too: no abbreviated flags (`--profile` must never be read as
     `--profile-dir`), and each flag's default shown in its help."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         kwargs.setdefault("formatter_class", _Help)
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise OptionsError(f"{message} (see `{self.prog} --help`)")

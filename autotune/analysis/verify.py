@@ -57,7 +57,8 @@ class VerifyResult:
 
 
 def _rerank_seconds(response: dict[str, Any]) -> float:
-    trace = response.get("trace") if isinstance(response, dict) and isinstance(response.get("trace"), dict) else {}
+    found = response.get("trace") if isinstance(response, dict) else None
+    trace: dict[str, Any] = found if isinstance(found, dict) else {}
     try:
         value = rerank_phase_seconds(trace)
     except ValueError as exc:

@@ -22,7 +22,7 @@ PHASE_BAR_FROM_S = 10.0  # a phase estimated shorter than this gets no bar
 
 
 class TrialProgress:
-    def __init__(self, total: int, stream: TextIO) -> None:
+    def __init__(self, total: int | None, stream: TextIO) -> None:  # None: the plan decides, and tqdm counts
         self._total = total
         self._stream = stream
         self._bar: tqdm | None = None
@@ -74,7 +74,8 @@ class _PhaseBar:
     held one short of the end until the next phase begins, since an estimate is not a finish."""
 
     def __init__(self, name: str, estimated_s: float, stream: TextIO) -> None:
-        self.bar = tqdm(total=round(estimated_s), file=stream, desc=name, unit="s", dynamic_ncols=True, leave=False,
+        self._total = round(estimated_s)
+        self.bar = tqdm(total=self._total, file=stream, desc=name, unit="s", dynamic_ncols=True, leave=False,
                         bar_format="{desc}: {bar} {n:.0f}/{total:.0f} s (about {remaining} left)")
         self._started = time.monotonic()
         self._stop = threading.Event()
@@ -83,7 +84,7 @@ class _PhaseBar:
 
     def _tick(self) -> None:
         while not self._stop.wait(0.5):
-            self.bar.n = min(self.bar.total - 1, round(time.monotonic() - self._started))
+            self.bar.n = min(self._total - 1, round(time.monotonic() - self._started))
             self.bar.refresh()
 
     def close(self) -> None:

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         budgets = parse_budgets(args.budget)
         interactive = err.isatty() if hasattr(err, "isatty") else False
 
-        def progress(jobs):  # type: ignore[no-untyped-def]
+        def progress(jobs):
             return tqdm(jobs, file=err, unit="recall", disable=not interactive, leave=False)
 
         report = record_from_server(args.url, args.bank, queries, budgets, args.out,

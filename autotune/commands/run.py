@@ -124,7 +124,7 @@ def options_from(args: argparse.Namespace) -> RunOptions:
         settings = SearchSettings(trials=args.trials, timeout_s=args.timeout, seed=args.seed, repeats=args.repeats,
                                   final_rounds=args.final_rounds, refine_rounds=args.refine_rounds,
                                   halving=not args.no_halving, max_memory_mb=args.max_memory,
-                                  **tolerances_from(args))  # type: ignore[arg-type]
+                                  **tolerances_from(args))  # type: ignore[arg-type]  # each a Tolerance
     except SettingError as exc:
         raise OptionsError(f"{FLAGS.get(exc.field, exc.field)} {exc.problem}") from None
     precisions = [p.strip() for p in args.precisions.split(",")] if args.precisions else None

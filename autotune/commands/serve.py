@@ -49,10 +49,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _env_int(name: str) -> int | None:
     value = os.environ.get(name)
-    if value in (None, ""):
+    if value is None or value == "":
         return None
     try:
-        number = int(value)  # type: ignore[arg-type]
+        number = int(value)
     except ValueError:
         raise OptionsError(f"{name} must be an integer, got {value!r}") from None
     if number < 1:

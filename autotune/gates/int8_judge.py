@@ -122,8 +122,8 @@ def judge_int8(pool: OnnxPool, workload: Workload, reference: list[np.ndarray], 
     if not fallback or not pays or not fits or source is None or len(matmuls) < 2 or not reports:
         if fallback and reports and not fits:
             skipped = "its estimated cost passes the time plan's share for int8"
-        elif fallback and reports and not pays:
-            skipped = f"int8 is {speed.best():.2f}x fp32 at best here, too little to pay for MatMuls kept in fp32"  # type: ignore[union-attr]
+        elif fallback and reports and not pays and speed is not None:
+            skipped = f"int8 is {speed.best():.2f}x fp32 at best here, too little to pay for MatMuls kept in fp32"
         else:
             skipped = None
         return Int8Verdict(tuple(reports), None, time.monotonic() - started, unbuilt=tuple(unbuilt), speed=speed,

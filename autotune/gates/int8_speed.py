@@ -83,7 +83,9 @@ def remembered(key: str) -> Int8Speed | None:
         return None
     payload, _ = read_bound(_speed_path(key), {"kind": "int8-speed", "key": key})
     try:
-        data = json.loads(payload) if payload is not None else None
+        if payload is None:
+            return None
+        data = json.loads(payload)
         return Int8Speed(tuple((str(s), float(r), int(w)) for s, r, w in data["ratios"]), int(data["rounds"]),
                          int(data["pairs"]), float(data["seconds"]), str(data["host"]), remembered=True)
     except (TypeError, KeyError, ValueError):

@@ -53,7 +53,7 @@ class Scope:
 
     def with_cap(self, level: str, cap: int | None) -> Scope:
         caps = {**dict(self.caps), level: cap}
-        return replace(self, caps=tuple((lvl, caps[lvl]) for lvl in LEVELS if caps.get(lvl) is not None))
+        return replace(self, caps=tuple((lvl, c) for lvl in LEVELS if (c := caps.get(lvl)) is not None))
 
     def label(self) -> str:
         parts = [f"{level} pool {cap}" for level, cap in self.caps]

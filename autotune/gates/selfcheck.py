@@ -25,7 +25,7 @@ LOGIT_TOLERANCE = 1e-4
 # (per-token int8: 4 of 90 live scores off by up to 0.09 logits). A wrong tokenizer path or an uncut document
 # moved scores by 2-4 logits on the same recording.
 INT8_REPLAY_TOLERANCE = 0.15
-SIGMOID_OF_UNIT = (0.5, float(sigmoid(np.float64(1.0))))  # sigmoid([0, 1]): where twice-sigmoided scores land
+SIGMOID_OF_UNIT = (0.5, float(sigmoid(np.array([1.0]))[0]))  # sigmoid([0, 1]): where twice-sigmoided scores land
 
 
 @dataclass(frozen=True)

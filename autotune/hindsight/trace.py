@@ -100,7 +100,8 @@ def recall_pool(facts: Any, node_ids: list[str]) -> Any:
     if not isinstance(facts, dict):
         raise ValueError("\"replay\" must be an object")
     pool, rrf, signals, tokens = (facts.get(k) for k in ("pool", "rrf", "signals", "text_tokens"))
-    if not all(isinstance(v, list) for v in (pool, rrf, signals, tokens)):
+    if not (isinstance(pool, list) and isinstance(rrf, list) and isinstance(signals, list)
+            and isinstance(tokens, list)):
         raise ValueError("\"replay\" needs the lists pool, rrf, signals and text_tokens")
     if len(signals) != len(node_ids) or len(tokens) != len(node_ids):
         raise ValueError("\"replay\" needs one signals entry and one text_tokens count per document")

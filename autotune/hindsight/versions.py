@@ -61,7 +61,8 @@ class DocumentRules:
     def dates(self, response: dict[str, Any], trace_details: dict[str, dict[str, Any]]) -> CandidateDates:
         if self.date_source == "event_date":
             return CandidateDates(lambda node: (date_part(trace_details.get(node, {}).get("event_date")), True))
-        results = response.get("results") if isinstance(response.get("results"), list) else []
+        found = response.get("results")
+        results = found if isinstance(found, list) else []
         starts = {str(r["id"]): r.get("occurred_start") for r in results if isinstance(r, dict) and "id" in r}
 
         def lookup(node: str) -> tuple[dt.date | None, bool]:

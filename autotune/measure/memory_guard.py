@@ -68,7 +68,7 @@ class MemoryGuard:
     def _watch(self) -> None:
         while not self._stop.wait(self.interval_s):
             rss = rss_mb()
-            if rss > self.limit_mb:  # type: ignore[operator]
+            if self.limit_mb is not None and rss > self.limit_mb:
                 self.tripped_mb = rss
                 return
 

@@ -47,7 +47,7 @@ class LoadMonitor:
         self._stop = threading.Event()
         self._loads: list[float] = []
         self._thread = threading.Thread(target=self._run, name="autotune-load-monitor", daemon=True)
-        self._start_times: object = None
+        self._start_times: Any = None  # psutil's named tuple of the platform's CPU times
 
     def __enter__(self) -> LoadMonitor:
         self._start_times = psutil.cpu_times()
@@ -71,9 +71,9 @@ class LoadMonitor:
         steal = None
         start, end = self._start_times, psutil.cpu_times()
         if start is not None and hasattr(end, "steal"):
-            total = sum(end) - sum(start)  # type: ignore[arg-type]  # psutil's named tuple sums as floats
+            total = sum(end) - sum(start)
             if total > 0:
-                steal = max(0.0, (end.steal - start.steal) / total)  # type: ignore[attr-defined]  # Linux only
+                steal = max(0.0, (end.steal - start.steal) / total)
         warnings = []
         if load_max is not None and load_max > self.usable_cores:
             warnings.append(f"the load average reached {load_max:.1f} on {self.usable_cores} usable cores while "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import queue
@@ -195,7 +196,7 @@ def time_queries(score: Scorer, queries: Sequence[Query]) -> list[float]:
 def interleaved(scorers: Sequence[Scorer], queries: Sequence[Query], rounds: int,
                 warmup_queries: int = 2) -> list[list[list[float]]]:
     """`interleaved_passes` for scorers timed one query at a time."""
-    return interleaved_passes([lambda qs, s=s: time_queries(s, qs) for s in scorers], queries, rounds,
+    return interleaved_passes([functools.partial(time_queries, s) for s in scorers], queries, rounds,
                               warmup_queries)
 
 

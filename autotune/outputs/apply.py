@@ -88,14 +88,14 @@ def apply_profile(path: Path, host: HostInfo, *, env_file: Path, compose_file: P
     merge = merge_env(read_text_exact(env_file), keys)
     compose_text = (None if compose_file is None else
                     render_for_profile(profile, path, env_file=env_file, out=compose_file, model_dir=model_dir))
-    if compose_text is not None:
-        check_compose_out(compose_file)  # type: ignore[arg-type]
+    if compose_text is not None and compose_file is not None:
+        check_compose_out(compose_file)
     staged, notes = (None, []) if model_dir is None else restore_model(profile, host, target, model_dir)
     try:
         with deferred_interrupts(), StagedFiles() as files:
             files.add(env_file, merge.text.encode("utf-8", "surrogateescape"))
-            if compose_text is not None:
-                files.add(compose_file, compose_text)  # type: ignore[arg-type]
+            if compose_text is not None and compose_file is not None:
+                files.add(compose_file, compose_text)
             if staged is not None:
                 staged.commit()
             files.commit()

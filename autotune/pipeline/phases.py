@@ -298,7 +298,7 @@ def race(t: Tuning, study: optuna.Study, refined: RefineResult | None) -> Raced:
     the rounds, a clear result on the first ones. Parity is checked again on the very sessions that were
     timed, and the pick made among those that pass (a rerun keeps the committed pick unless it is beaten)."""
     settings, objective, run = t.settings, t.objective, t.prepared
-    space, pool, budget = objective.space, objective.pool, objective.memory_budget_mb
+    space, pool, budget = objective.space, objective.pool, t.checked.budget_mb
     t.begin("race")
     skipped = objective.over_budget(space.baseline())
     if skipped and settings.max_memory_mb is None:  # the budget bounds the pick, not what the host runs today

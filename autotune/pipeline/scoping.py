@@ -233,7 +233,11 @@ def summary_points(explored: Exploration, fixed: Scope) -> list[FrontierPoint]:
                     level not in closest or cap >= (closest[level].scope.cap(level) or 0)):
                 closest[level] = p
     seen = {p.scope for p in whole}
-    extra = [p for p in [*closest.values(), *explored.candidates] if not (p.scope in seen or seen.add(p.scope))]
+    extra = []
+    for p in [*closest.values(), *explored.candidates]:
+        if p.scope not in seen:
+            seen.add(p.scope)
+            extra.append(p)
     return whole + extra
 
 

@@ -266,10 +266,13 @@ class Scoring(Protocol):
 
 
 class Pairs(Protocol):
-    """One query and its documents (a workload's `Query`, which lives a layer above)."""
+    """One query and its documents (a workload's `Query`, which lives a layer above), read only."""
 
-    query: str
-    documents: list[str]
+    @property
+    def query(self) -> str: ...
+
+    @property
+    def documents(self) -> list[str]: ...
 
 
 class ScoringPool(Protocol):

@@ -197,7 +197,7 @@ def quiet_root_logger() -> Iterator[None]:
 _BUILT_HERE: set[Path] = set()  # cache entries this process built: `--fresh` rebuilds each once, not each use
 
 
-def cached_build(target: Path, make: Callable[[Path], None]) -> Path:
+def cached_build(target: Path, make: Callable[[Path], object]) -> Path:
     """`target` if it exists (and caches may be read: `--fresh` rebuilds it once); else `make` writes it in a
     scratch directory beside it, and it is moved into place only when whole (its data files first, the graph
     last), so a crash or a concurrent run never leaves half a model where a cached one belongs. A link planted

@@ -195,7 +195,7 @@ def _write_data(all_tensors: list[TensorProto], base: Path | None, data_file: Pa
         for tensor in all_tensors:
             if _is_external(tensor):
                 location, offset, length = _external_info(tensor)
-                chunks: Iterator[bytes] = _read_span(data_path(base, location), offset, length)  # type: ignore[arg-type]
+                chunks: Iterator[bytes] = _read_span(data_path(base, location), offset, length)  # type: ignore[arg-type]  # base is set: external
             elif tensor.HasField("raw_data") and len(tensor.raw_data) >= EXTERNAL_FROM_BYTES:
                 chunks = iter((tensor.raw_data,))
             else:

@@ -12,7 +12,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from autotune.errors import OptionsError
 from autotune.runtime.engine import BASELINE, BATCH_SIZES, EngineConfig
@@ -113,7 +113,7 @@ class SearchSpace:
     def grid(self) -> list[EngineConfig]:
         """Every configuration, for an exhaustive comparison."""
         dims = self.dimensions()
-        every = [EngineConfig(**dict(zip(dims, values, strict=True)))  # type: ignore[arg-type]
+        every = [EngineConfig(**dict(zip(dims, values, strict=True)))  # type: ignore[arg-type]  # each knob's own type
                  for values in itertools.product(*dims.values())]
         return [c for c in every if self.fits(c)]
 
@@ -122,14 +122,15 @@ class SearchSpace:
         out: list[EngineConfig] = []
         for knob, values in self.dimensions().items():
             current = getattr(config, knob)
+            candidates: list[Any]  # the knob's own type: an int, a bool or a string
             if knob == "batch_size":
                 ordered = sorted(self.batch_sizes)
-                below = [b for b in ordered if b < current]
-                above = [b for b in ordered if b > current]
-                candidates: list[object] = below[-1:] + above[:1]
+                candidates = [b for b in ordered if b < current][-1:] + [b for b in ordered if b > current][:1]
             else:
                 candidates = [v for v in values if v != current]
-            out.extend(replace(config, **{knob: v}) for v in candidates)
+            for v in candidates:
+                moved: dict[str, Any] = {knob: v}
+                out.append(replace(config, **moved))
         return [c for c in out if self.fits(c)]
 
     def default_trials(self) -> int:
@@ -137,13 +138,13 @@ class SearchSpace:
         has to land in the right basin: the refinement after it finds the local optimum, side by side."""
         return max(12, min(60, math.ceil(self.size() / 6)))
 
-    def narrowed(self, **values: tuple[object, ...]) -> SearchSpace:
+    def narrowed(self, **values: Any) -> SearchSpace:
         """The same space with some knobs' values replaced (a knob dropped after a pre-check)."""
         known = {f.name for f in fields(self)}
         unknown = set(values) - known
         if unknown:
             raise ValueError(f"unknown knobs {sorted(unknown)}")
-        return replace(self, **values)  # type: ignore[arg-type]
+        return replace(self, **values)
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(self.__dict__, sort_keys=True, default=list).encode()).hexdigest()[:8]

@@ -93,7 +93,7 @@ class Objective:
                 trial.set_constraint(key, value)
             if earlier.state == TrialState.PRUNED:  # it lost at a rung once: it would lose there again
                 raise optuna.TrialPruned(f"a duplicate of trial {earlier.number}, pruned")
-            return float(earlier.value)  # type: ignore[arg-type]
+            return math.inf if earlier.value is None else float(earlier.value)
         if not self.space.fits(config):  # never measured: the workers would fight over the cores
             trial.set_constraint("memory", 0.0)
             trial.set_constraint("parity", 1.0)
@@ -106,7 +106,7 @@ class Objective:
             trial.set_user_attr("estimated_mb", round(estimate, 1))
         reason = self.over_budget(config, estimate)
         if reason is not None:  # never run a configuration to the OOM killer
-            trial.set_constraint("memory", self._excess_mb(estimate))  # type: ignore[arg-type]
+            trial.set_constraint("memory", self._excess_mb(estimate or 0.0))
             trial.set_constraint("parity", 0.0)
             trial.set_user_attr("rejected", reason)
             trial.set_user_attr(UNMEASURED, True)
@@ -210,10 +210,10 @@ class Objective:
     def budget_for(self, configs: Sequence[EngineConfig]) -> float | None:
         """The budget that holds each of `configs` with the estimate's margin beside what the tuner holds now
         (rounded up to 64 MB); None where there is no estimate."""
-        estimates = [self.estimate_mb(c) for c in configs]
-        if not estimates or any(e is None for e in estimates):
+        estimates = [e for e in (self.estimate_mb(c) for c in configs) if e is not None]
+        if not estimates or len(estimates) < len(configs):
             return None
-        return math.ceil((rss_mb() + ESTIMATE_MARGIN * max(estimates)) / 64 + 1) * 64.0  # type: ignore[type-var]
+        return math.ceil((rss_mb() + ESTIMATE_MARGIN * max(estimates)) / 64 + 1) * 64.0
 
     def budget_for_race(self, configs: Sequence[EngineConfig]) -> float | None:
         """The budget a race of `configs` needs with the estimate's margin (as `race_fits` counts it)."""
@@ -222,7 +222,8 @@ class Objective:
 
     def _excess_mb(self, estimate: float) -> float:
         """How far the RSS now plus the estimate with its margin would pass the budget (> 0: it would)."""
-        return rss_mb() + ESTIMATE_MARGIN * estimate - self.memory_budget_mb  # type: ignore[operator]
+        budget = self.memory_budget_mb
+        return -math.inf if budget is None else rss_mb() + ESTIMATE_MARGIN * estimate - budget
 
     def estimate_mb(self, config: EngineConfig) -> float | None:
         """Each worker with this configuration's largest batch, from the workload's real pair lengths (the
@@ -240,8 +241,8 @@ class Objective:
         """What a race of `configs` holds at once. The pool keeps at most `max_sessions` (two), but each timer's
         workers with sessions of their own (the `tei` target's) hold them from the first round to the last,
         once per load the race runs: summed over the finalists, they once passed 4 GB on a 2 GB budget."""
-        sizes = [self._sizes(c) for c in configs]
-        if not sizes or any(s is None for s in sizes):
+        sizes = [s for s in (self._sizes(c) for c in configs) if s is not None]
+        if not sizes or len(sizes) < len(configs):
             return None
         shared = self.pool.traits.shared_session
         pooled = sorted((s + (c.workers - 1) * b if shared else s for c, (s, b) in zip(configs, sizes, strict=True)),
@@ -264,13 +265,14 @@ class Objective:
 
     def _sizes(self, config: EngineConfig) -> tuple[float, float] | None:
         """(a session at this configuration's largest batch, that batch's activations) in MB."""
-        if self.memory_model is None or self.lengths is None:
+        model = self.memory_model
+        if model is None or self.lengths is None:
             return None
         traits = self.pool.traits
         shapes = [shape for lengths in self.lengths
                   for shape in batch_shapes(lengths, config.batch_size, config.length_sort, traits.max_batch_tokens)]
-        rows, longest = max(shapes, key=lambda s: self.memory_model.batch_mb(*s))  # type: ignore[union-attr]
-        return self.memory_model.session_mb(rows, longest), self.memory_model.batch_mb(rows, longest)
+        rows, longest = max(shapes, key=lambda s: model.batch_mb(*s))
+        return model.session_mb(rows, longest), model.batch_mb(rows, longest)
 
     def _measured(self, trial: optuna.Trial, config: EngineConfig, wait_s: float = 1800.0) -> FrozenTrial | None:
         """A finished (complete or pruned) trial that ran the same effective configuration (0 threads

@@ -20,6 +20,7 @@ re-race has a fixed number of places.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -179,8 +180,8 @@ def _round_winners(passes: list[list[list[float]]]) -> list[int]:
     """After a round: the incumbent (contender 0) and the neighbours that beat it in every round so far;
     nobody, when no neighbour is left to compare it with."""
     done = len(passes[0])
-    last = [percentile(p[-1], 95) if len(p) == done else None for p in passes]
-    winners = [i for i in range(1, len(passes)) if last[i] is not None and last[i] < last[0]]  # type: ignore[operator]
+    last = [percentile(p[-1], 95) if len(p) == done else math.inf for p in passes]  # inf: not in this round
+    winners = [i for i in range(1, len(passes)) if last[i] < last[0]]
     return [0, *winners] if winners else []
 
 

@@ -43,7 +43,7 @@ def best_feasible_config(study: optuna.Study) -> EngineConfig | None:
     """The fastest complete trial that passed every constraint, or None when none did."""
     trials = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
               if t.value is not None and is_feasible(t) and set(t.params) == PARAMS]
-    return config_of(min(trials, key=lambda t: t.value)) if trials else None  # type: ignore[arg-type,return-value]
+    return config_of(min(trials, key=lambda t: t.value or 0.0)) if trials else None
 
 
 @dataclass(frozen=True)

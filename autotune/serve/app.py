@@ -67,7 +67,7 @@ def serve(settings: ServeSettings, host: str, port: int, *, graceful_timeout_s: 
             super().handle_exit(sig, frame)
 
     config = uvicorn.Config(create_app(service), host=host, port=port, log_level="warning", timeout_keep_alive=5,
-                            timeout_graceful_shutdown=graceful_timeout_s)
+                            timeout_graceful_shutdown=graceful_timeout_s)  # type: ignore[arg-type]  # a float works; uvicorn annotates int
     try:
         _Server(config).run()
     except KeyboardInterrupt:

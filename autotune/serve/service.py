@@ -56,7 +56,7 @@ class Job:
             if error is not None:
                 self.future.set_exception(error)
             else:
-                self.future.set_result(value)  # type: ignore[arg-type]
+                self.future.set_result(value)  # type: ignore[arg-type]  # set with no error: a value
         self.loop.call_soon_threadsafe(settle)
 
 
@@ -256,7 +256,8 @@ class RerankService:
             return await job.future
         watch = asyncio.ensure_future(disconnected())
         try:
-            await asyncio.wait({job.future, watch}, return_when=asyncio.FIRST_COMPLETED)
+            waiting: set[asyncio.Future[Any]] = {job.future, watch}
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         finally:
             watch.cancel()
         if not job.future.done():  # the client has gone: the worker drops it, or stops between batches

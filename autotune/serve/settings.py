@@ -53,21 +53,23 @@ def settings_from_profile(path: Path) -> ServeSettings:
     """The profile's configuration, with the limits its run wrote for the sidecar (the burst it measured under
     them is the memory figure it states)."""
     data = load_profile(path)
-    env = data.get("env") if isinstance(data.get("env"), dict) else {}
+    found = data.get("env")
+    env: dict[str, str] = found if isinstance(found, dict) else {}
     keys = SidecarKeys.from_env(env) if "AUTOTUNE_BATCH_SIZE" in env else None
-    limits = {} if keys is None else {"max_batch_tokens": keys.max_batch_tokens,
-                                      "max_input_length": keys.max_input_length}
-    return ServeSettings(config=profile_config(data), model=str(data.get("model", {}).get("ref", "default")),
-                         client_timeout_s=client_timeout(env), **limits)
+    model = str(data.get("model", {}).get("ref", "default"))
+    if keys is None:
+        return ServeSettings(config=profile_config(data), model=model, client_timeout_s=client_timeout(env))
+    return ServeSettings(config=profile_config(data), model=model, client_timeout_s=client_timeout(env),
+                         max_batch_tokens=keys.max_batch_tokens, max_input_length=keys.max_input_length)
 
 
 def client_timeout(env: Mapping[str, str]) -> float:
     """AUTOTUNE_CLIENT_TIMEOUT, else the time-out Hindsight's TEI client was given, else its default."""
     for key in CLIENT_TIMEOUT_KEYS:
         value = env.get(key)
-        if value not in (None, ""):
+        if value is not None and value != "":
             try:
-                return float(value)  # type: ignore[arg-type]
+                return float(value)
             except ValueError:
                 raise OptionsError(f"{key} must be a number of seconds, got {value!r}") from None
     return DEFAULT_CLIENT_TIMEOUT_S

@@ -69,7 +69,8 @@ def line_from_recall(response: dict[str, Any], *, budget: str | None, version: s
         unknown += not known
         documents.append(render(str(cand.get("text") or ""), details.get(node, {}).get("context"), day))
         node_ids.append(node)
-        components = cand.get("score_components") if isinstance(cand.get("score_components"), dict) else {}
+        found = cand.get("score_components")
+        components = found if isinstance(found, dict) else {}
         scores.append(components.get("cross_encoder_score"))
         normalized.append(components.get("cross_encoder_score_normalized"))
     if not documents:
@@ -195,7 +196,8 @@ class JsonlAppender:
                                     "(nothing was changed)") from None
             if not isinstance(obj, dict):
                 raise WorkloadError(f"{self.path} line {number} is not a recorded recall (nothing was changed)")
-            done.add((obj.get("query"), obj.get("budget")))
+            budget = obj.get("budget")
+            done.add((str(obj.get("query")), None if budget is None else str(budget)))
         return done
 
     def _truncate_partial_last_line(self) -> None:

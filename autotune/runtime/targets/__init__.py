@@ -29,7 +29,7 @@ def target_class(name: str) -> type[Target]:
         module, cls = _REGISTRY[name]
     except KeyError:
         raise OptionsError(f"unknown target {name!r}; choose from {', '.join(TARGET_NAMES)}") from None
-    return getattr(import_module(module), cls)  # type: ignore[no-any-return]
+    return getattr(import_module(module), cls)
 
 
 def get_target(name: str) -> Target:

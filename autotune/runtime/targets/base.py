@@ -124,7 +124,7 @@ class Target(ABC):
         from autotune.runtime.model import resolve_model
 
         default = ref is None or str(ref) == "default"
-        return resolve_model(None if default else Path(ref), stock=self.stock_default)  # type: ignore[arg-type]
+        return resolve_model(None if default or ref is None else Path(ref), stock=self.stock_default)
 
     def pool(self, bundle: ModelBundle, *, has_vnni: bool, usable_cores: int,
              max_tokens: int | None = None) -> ScoringPool:

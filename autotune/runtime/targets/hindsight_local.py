@@ -65,7 +65,7 @@ class LocalScorer:
         out = np.empty(len(pairs), dtype=np.float64)
         for lo in range(0, len(order), self.batch_size):
             window = order[lo:lo + self.batch_size]
-            batch = self.model.predict([pairs[i] for i in window], batch_size=self.batch_size,  # type: ignore[attr-defined]
+            batch = self.model.predict([pairs[i] for i in window], batch_size=self.batch_size,  # type: ignore[attr-defined]  # a CrossEncoder, typed loosely
                                        show_progress_bar=False)
             out[window] = np.asarray(batch, dtype=np.float64).reshape(-1)
         total = time.perf_counter() - start
