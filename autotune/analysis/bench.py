@@ -25,9 +25,13 @@ from autotune.workload.queries import Workload
 REFERENCES = ("hindsight-onnx", "ort-default", "hindsight-local", "hindsight-local-bucket")
 
 
-def defaults_of(reference: str) -> Target | None:
-    """The target whose own defaults this reference is, if any (the targets say which is theirs)."""
-    return next((t for t in map(get_target, TARGET_NAMES) if t.defaults_reference == reference), None)
+def defaults_of(reference: str) -> tuple[Target, str, EngineConfig] | None:
+    """The target whose own defaults this reference is, if any (the targets say which is theirs), with them."""
+    for target in map(get_target, TARGET_NAMES):
+        own = target.defaults_for(reference)
+        if own is not None:
+            return target, *own
+    return None
 
 
 @dataclass
@@ -143,11 +147,11 @@ def contenders(pools: _Pools, profile: dict[str, Any], against: Sequence[str], r
     for name in against:
         if name not in REFERENCES:
             raise OptionsError(f"unknown reference {name!r}; choose from {', '.join(REFERENCES)}")
-        target = defaults_of(name)
-        if target is not None:
+        own = defaults_of(name)
+        if own is not None:
+            target, label, config = own
             pool = pools.get(target.name)
-            config = target.defaults()
-            out.append(Contender(name, target.defaults_label, pool.engine(config).score, config, pool))
+            out.append(Contender(name, label, pool.engine(config).score, config, pool))
             continue
         try:
             from autotune.runtime.torch_reference import hindsight_local
@@ -172,7 +176,7 @@ def run_bench(profile: dict[str, Any], workload: Workload, host: HostInfo, *, ag
     target = get_target(profile_target(profile))
     bundle = target.load_model(ref)
     pools = _Pools(bundle, host)
-    chosen = list(against) if against else list(target.bench_against)
+    chosen = list(against) if against else list(target.bench_references())
     entrants, skipped = contenders(pools, profile, chosen, ref, workload,
                                    sibling_profiles(profile_path, profile, host))
     passes = interleaved([c.score for c in entrants], workload.queries, rounds)

@@ -99,8 +99,8 @@ def recall_pool(facts: Any, node_ids: list[str]) -> Any:
 
     if not isinstance(facts, dict):
         raise ValueError("\"replay\" must be an object")
-    pool, rrf, signals, tokens = (facts.get(k) for k in ("pool", "rrf", "signals", "text_tokens"))
-    if not (isinstance(pool, list) and isinstance(rrf, list) and isinstance(signals, list)
+    fused, rrf, signals, tokens = (facts.get(k) for k in ("pool", "rrf", "signals", "text_tokens"))
+    if not (isinstance(fused, list) and isinstance(rrf, list) and isinstance(signals, list)
             and isinstance(tokens, list)):
         raise ValueError("\"replay\" needs the lists pool, rrf, signals and text_tokens")
     if len(signals) != len(node_ids) or len(tokens) != len(node_ids):
@@ -111,6 +111,6 @@ def recall_pool(facts: Any, node_ids: list[str]) -> Any:
         node_ids=tuple(node_ids),
         signals=tuple(Signals(*(_number(v, "a replay signal") for v in s)) for s in signals),
         text_tokens=tuple(_count(n, "a text_tokens entry") for n in tokens),
-        pool=tuple(str(p) for p in pool), rrf=tuple(_number(r, "an rrf score") for r in rrf),
+        pool=tuple(str(p) for p in fused), rrf=tuple(_number(r, "an rrf score") for r in rrf),
         thinking_budget=_count(facts.get("thinking_budget"), "thinking_budget"),
         max_tokens=_count(facts.get("max_tokens"), "max_tokens"))

@@ -96,11 +96,10 @@ def load_profile(path: Path) -> dict[str, Any]:
 
 def profile_max_tokens(data: dict[str, Any]) -> int | None:
     """The onnx target's truncation as the profile was tuned with it (`--max-tokens`); None elsewhere."""
-    value = data.get("model", {}).get("max_tokens")
     from autotune.runtime.targets import get_target
 
-    has_key = get_target(profile_target(data)).has_max_tokens
-    return int(value) if has_key and isinstance(value, int) else None
+    model = data.get("model")
+    return get_target(profile_target(data)).tuned_max_tokens(model if isinstance(model, dict) else {})
 
 
 def profile_config(data: dict[str, Any]) -> EngineConfig:

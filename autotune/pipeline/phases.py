@@ -375,8 +375,8 @@ def judge(t: Tuning, searched: Searched, refined: RefineResult | None, raced: Ra
     settings, pool, workload, run, checked = t.settings, t.pool, t.workload, t.prepared, t.checked
     t.begin("commit")
     winner = scoped.winner
-    served = None
-    if run.target.sidecar:  # Hindsight's TEI client calls it: its figures under load size the client's keys
+    served, server = None, run.target.served_by()
+    if server is not None:  # Hindsight's TEI client calls it: its figures under load size the client's keys
         served = served_load(pool, winner, raced.passing or raced.finalists[:1], workload, run.user_env,
                              run.traffic)
         run.stage(f"chose {served.choice}")
@@ -385,7 +385,7 @@ def judge(t: Tuning, searched: Searched, refined: RefineResult | None, raced: Ra
     int8_sample = (int8_scatter(pool, winner.config, workload, t.reference, checked.int8) if judged
                    else None if checked.int8 is None else {"judged": checked.int8.to_dict()})
     memory = memory_report(pool, winner.config, workload, t.objective, checked.budget_mb, searched.study,
-                           run.host.has_vnni, server_module=run.target.server_module)
+                           run.host.has_vnni, server_module=server)
     conditions = Conditions(run_conditions(), monitor, trustworthiness(noise, settings.final_rounds),
                             note=None if settings.final_rounds >= 2 else
                             "with one final round the spread cannot be judged: trustworthiness unknown (use 2 or "
@@ -420,10 +420,10 @@ def check_hindsight_version(workload: Workload, target: Target) -> None:
     for q in workload.queries:
         version = q.extra.get("hindsight_version")
         parsed = parse_version(version)
-        if parsed is not None and parsed < target.min_hindsight:
-            need = ".".join(map(str, target.min_hindsight))
-            raise OptionsError(f"the workload was recorded from Hindsight {version}, which has no `{target.name}` "
-                               f"reranker (new in {need}): use --target tei, or upgrade Hindsight")
+        missing = None if parsed is None else target.missing_in(parsed)
+        if missing is not None:
+            raise OptionsError(f"the workload was recorded from Hindsight {version}, {missing}: use --target tei, "
+                               "or upgrade Hindsight")
 
 
 def _left(deadline: float | None) -> float | None:

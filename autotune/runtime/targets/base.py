@@ -151,6 +151,31 @@ class Target(ABC):
         the one question `run`, `apply`, `check` and the rebuild ask of it."""
         return where() if self.emits_model else None
 
+    def served_by(self) -> str | None:
+        """The module whose process serves this target when autotune serves it (the sidecar: it is timed under
+        Hindsight's concurrent recalls, sizes the TEI client's keys, and its process's memory is measured);
+        None where Hindsight runs the reranker in its own process."""
+        return self.server_module if self.sidecar else None
+
+    def missing_in(self, version: tuple[int, ...]) -> str | None:
+        """Why a Hindsight of `version` cannot run this target (its provider is newer), or None when it can."""
+        if tuple(version) >= self.min_hindsight:
+            return None
+        return f"which has no `{self.name}` reranker (new in {'.'.join(map(str, self.min_hindsight))})"
+
+    def tuned_max_tokens(self, model: Mapping[str, object]) -> int | None:
+        """The pair truncation a profile's `model` section was tuned with, where this target reads one."""
+        value = model.get("max_tokens")
+        return value if self.has_max_tokens and isinstance(value, int) and not isinstance(value, bool) else None
+
+    def defaults_for(self, reference: str) -> tuple[str, EngineConfig] | None:
+        """`bench`: this target's defaults, in words and as a configuration, when `reference` names them."""
+        return (self.defaults_label, self.defaults()) if reference == self.defaults_reference else None
+
+    def bench_references(self) -> tuple[str, ...]:
+        """`bench`: what a profile of this target races when the user names nothing."""
+        return self.bench_against
+
     def compose_wanted(self, model_path_in_container: str | None) -> bool:
         """Whether `run` writes a compose override: in Hindsight's own container the emitted model must be
         mounted, which needs the path it is mounted at (a sidecar's service needs nothing more)."""

@@ -126,23 +126,63 @@ def test_no_caller_asks_which_target_or_which_pool_it_has():
     assert not offenders, "\n".join(offenders)
 
 
-def test_no_flag_of_a_target_is_branched_on_in_more_than_one_place():
-    """Issue 45: a capability flag that callers branch on in several places becomes a method that does the thing
-    (`load_concurrency`, `model_dir`, `compose_wanted`, `no_compose_note`, `helm_refusal`). Outside the targets
-    package each flag is read in one place at most."""
+# What a target is called and which keys it writes describe it; every other class attribute is a capability
+DESCRIPTIVE = {"name", "provider", "summary", "env_spec", "env_names", "config_keys"}
+
+
+def test_no_capability_of_a_target_is_read_outside_the_targets():
+    """Issues 45 and 53: a capability is asked through a method that does the thing (`served_by`, `missing_in`,
+    `tuned_max_tokens`, `defaults_for`, `bench_references`, `load_concurrency`, `model_dir`, `compose_wanted`,
+    `no_compose_note`, `helm_refusal`), never read as a flag by a caller."""
     from autotune.runtime.targets.base import Target
 
-    flags = [name for name, value in vars(Target).items() if isinstance(value, bool)]
-    assert {"sidecar", "emits_model", "concurrent"} <= set(flags)
-    reads: dict[str, list[str]] = {flag: [] for flag in flags}
+    capabilities = {name for name in Target.__annotations__ if name not in DESCRIPTIVE}
+    assert {"sidecar", "server_module", "emits_model", "has_max_tokens", "bench_against",
+            "min_hindsight"} <= capabilities
+    reads = []
     for path in (ROOT / "autotune").rglob("*.py"):
         if "runtime/targets" in path.as_posix():
             continue
         for n, line in enumerate(path.read_text().splitlines(), 1):
-            for flag in flags:
-                if re.search(rf"\.{flag}\b", line):
-                    reads[flag].append(f"{path.relative_to(ROOT)}:{n}")
-    assert all(len(places) <= 1 for places in reads.values()), reads
+            reads += [f"{path.relative_to(ROOT)}:{n}: .{c}" for c in capabilities
+                      if re.search(rf"\btarget\.{c}\b|\bt\.{c}\b", line)]
+    assert not reads, reads
+
+
+def test_every_capability_method_answers_consistently(target):
+    """The contract over every capability, not only the booleans: each method's answer, and how they agree."""
+    import importlib
+
+    from autotune.analysis.bench import REFERENCES
+
+    server = target.served_by()
+    if server is not None:
+        importlib.import_module(server)  # the module the memory figure is measured with
+        assert target.compose_wanted(None) and target.helm_refusal() is None  # a service of its own
+    else:
+        assert target.helm_refusal() is not None
+    assert target.missing_in((99, 0)) is None
+    too_old = target.missing_in((0, 0))
+    assert too_old is None or f"`{target.name}`" in too_old
+    tuned = target.tuned_max_tokens({"max_tokens": 256})
+    assert tuned in (None, 256) and target.tuned_max_tokens({"max_tokens": True}) is None
+    if tuned is None:
+        with pytest.raises(OptionsError, match="--max-tokens"):
+            target.traits(2, 512, 128)
+    owned = [r for r in REFERENCES if target.defaults_for(r) is not None]
+    assert len(owned) <= 1
+    for reference in owned:
+        label, config = target.defaults_for(reference)
+        assert label and config == target.defaults()
+    refs = target.bench_references()
+    assert refs and set(refs) <= set(REFERENCES) and (not owned or refs[0] == owned[0])
+
+
+def test_each_bench_reference_is_the_defaults_of_one_target_at_most():
+    from autotune.analysis.bench import REFERENCES
+
+    for reference in REFERENCES:
+        assert sum(get_target(n).defaults_for(reference) is not None for n in TARGET_NAMES) <= 1
 
 
 def test_keys_are_never_empty_and_booleans_are_hindsights_spellings(target):
