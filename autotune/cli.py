@@ -119,11 +119,11 @@ def _main(argv: list[str], out: TextIO, err: TextIO, debug: bool) -> int:
 
         command = load_command(args.command)
         if unknown:
-            if not getattr(command, "ACCEPTS_UNKNOWN", False):
+            if not command.accepts_unknown:
                 raise OptionsError(f"unrecognized arguments: {' '.join(unknown)} (see `autotune --help`)")
             args.unknown = unknown
         status = int(dispatch(args, out, err))
-        if _SIGNALLED and status != ExitStatus.INTERRUPTED and not getattr(command, "OWNS_SIGNALS", False):
+        if _SIGNALLED and status != ExitStatus.INTERRUPTED and not command.owns_signals:
             # the interrupt was swallowed on its way up (a library's bare `except:` around an import: once in a
             # stress test's fifty Ctrl-Cs a run went on to the end and exited 0): still reported as what it was
             print(interrupted_message(), file=err)

@@ -44,8 +44,9 @@ def test_the_command_registry_imports_only_the_command_run(argv, modules):
     """Issue 45: a name maps to its module and summary, as pip's registry does; `--help` imports no command
     module, and a command's own help imports its module alone."""
     code = f"from autotune.cli import main; main({[*argv, '--help']!r})"
-    shown = "sorted(m for m in sys.modules if m.startswith('autotune.commands.') and m not in " \
-            "('autotune.commands.argtypes', 'autotune.commands.progress', 'autotune.commands.inputs'))"
+    shown = ("sorted(m for m in sys.modules if m.startswith('autotune.commands.') and m not in "
+             "('autotune.commands.argtypes', 'autotune.commands.progress', 'autotune.commands.inputs', "
+             "'autotune.commands.base'))")
     assert _loaded(code, shown) == repr(modules)
 
 
@@ -55,3 +56,16 @@ def test_the_registry_summaries_are_what_help_shows():
 
     helps = {a.dest: a.help for a in build_parser()._subparsers._group_actions[0]._choices_actions}  # type: ignore
     assert helps == {name: info.summary for name, info in COMMANDS.items()}
+
+
+def test_every_command_is_a_command_class_the_registry_names():
+    """Issue 53: commands are classes with a small base (as pip's `Command`), not modules read by `getattr`;
+    what sets one apart is a declared class attribute."""
+    from autotune.commands import COMMANDS, load_command
+    from autotune.commands.base import Command
+
+    for name in COMMANDS:
+        command = load_command(name)
+        assert isinstance(command, Command) and type(command).__name__ == COMMANDS[name].class_name
+    assert [n for n in COMMANDS if load_command(n).accepts_unknown] == ["serve"]
+    assert [n for n in COMMANDS if load_command(n).owns_signals] == ["serve"]

@@ -1,4 +1,4 @@
-"""One module per subcommand, each with `NAME`, `add_arguments(parser)` and `run(args, out, err)`.
+"""One module per subcommand, each holding its `Command` class (`commands/base.py`).
 
 This table is the one registry of command names, as pip's `commands_dict` is: a name maps to its module and a
 one-line summary, and a module is imported only when its command is the one being run (or every one, for a
@@ -9,13 +9,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib import import_module
-from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from autotune.commands.base import Command
 
 
 @dataclass(frozen=True)
 class CommandInfo:
     module: str
     summary: str
+
+    @property
+    def class_name(self) -> str:
+        """`autotune.commands.probe` holds `ProbeCommand`."""
+        return self.module.rsplit(".", 1)[1].capitalize() + "Command"
 
 
 COMMANDS: dict[str, CommandInfo] = {
@@ -40,9 +48,16 @@ COMMANDS: dict[str, CommandInfo] = {
 }
 
 
-def load_command(name: str) -> ModuleType:
-    """The command's module, imported now (a name not in the registry is argparse's to refuse first)."""
-    return import_module(COMMANDS[name].module)
+_LOADED: dict[str, Command] = {}
+
+
+def load_command(name: str) -> Command:
+    """The command, its module imported now (a name not in the registry is argparse's to refuse first); one
+    instance per name, so that what a test replaces on it is what the CLI calls."""
+    if name not in _LOADED:
+        info = COMMANDS[name]
+        _LOADED[name] = getattr(import_module(info.module), info.class_name)()
+    return _LOADED[name]
 
 
 __all__ = ["COMMANDS", "CommandInfo", "load_command"]

@@ -4,6 +4,21 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import Any
+
+from autotune.errors import OptionsError, SettingError
+from autotune.gates.scope import ResultGate
+
+GATE_FLAGS = {"min_mean": "--min-result-agreement", "min_query": "--min-query-agreement"}
+
+
+def result_gate(min_mean: Any, min_query: Any, *, source: str | None = None) -> ResultGate:
+    """The result gate, a bad floor named by its flag (or by `source`, where it came from a profile)."""
+    try:
+        return ResultGate(min_mean, min_query)
+    except SettingError as exc:
+        where = GATE_FLAGS[exc.field] if source is None else f"{source}'s {exc.field}"
+        raise OptionsError(f"{where} {exc.problem}") from None
 
 
 def positive_int(text: str) -> int:

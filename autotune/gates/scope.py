@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from autotune.errors import OptionsError
+from autotune.errors import OptionsError, SettingError
 from autotune.fileio import sha256_bytes
 from autotune.hindsight.keys import DEFAULT_LEVEL, LEVELS, TOKENS_PER_CANDIDATE, level_key
 from autotune.hindsight.ordering import RecallPool, Signals, agreement
@@ -87,9 +87,9 @@ class ResultGate:
     min_query: float = 0.8
 
     def __post_init__(self) -> None:
-        for name, value in (("--min-result-agreement", self.min_mean), ("--min-query-agreement", self.min_query)):
-            if not (math.isfinite(value) and 0.0 < value <= 1.0):
-                raise OptionsError(f"{name} must be above 0 and at most 1, got {value}")
+        for name, value in (("min_mean", self.min_mean), ("min_query", self.min_query)):
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and 0.0 < value <= 1.0):
+                raise SettingError(name, f"must be above 0 and at most 1, got {value}")
 
     def to_dict(self) -> dict[str, float]:
         return {"min_mean": self.min_mean, "min_query": self.min_query}

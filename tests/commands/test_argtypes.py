@@ -35,3 +35,21 @@ def test_good_values(parse, text, value):
 def test_bad_values_say_what_is_wrong(parse, text, says):
     with pytest.raises(argparse.ArgumentTypeError, match=says):
         parse(text)
+
+
+@pytest.mark.parametrize(("mean", "query", "named"), [(0.0, 0.8, "--min-result-agreement"),
+                                                      (0.95, float("nan"), "--min-query-agreement"),
+                                                      (1.5, 0.8, "--min-result-agreement")])
+def test_a_result_gate_out_of_bounds_names_its_flag_and_only_commands_name_flags(mean, query, named):
+    """Issue 53: the gate names its field; the command layer names the flag, or the profile it came from."""
+    from autotune.commands.argtypes import result_gate
+    from autotune.errors import OptionsError, SettingError
+    from autotune.gates.scope import ResultGate
+
+    with pytest.raises(SettingError) as raw:
+        ResultGate(mean, query)
+    assert "--" not in str(raw.value)
+    with pytest.raises(OptionsError, match=f"^{named} must be above 0"):
+        result_gate(mean, query)
+    with pytest.raises(OptionsError, match="^the profile's result gate's min_"):
+        result_gate(mean, query, source="the profile's result gate")

@@ -319,11 +319,11 @@ def test_a_lowered_top_k_floor_lowers_the_mean_floor_with_it():
     """`--int8-min-topk 0.5` left the mean's floor at 0.95: the flag loosened nothing a user could see."""
     import argparse
 
-    from autotune.commands.run import add_arguments, tolerances_from
+    from autotune.commands.run import RunCommand, tolerances_from
     from autotune.gates.parity import INT8_TOLERANCE
 
     parser = argparse.ArgumentParser()
-    add_arguments(parser)
+    RunCommand().add_arguments(parser)
     lowered = tolerances_from(parser.parse_args(["--workload", "w", "--int8-min-topk", "0.5"]))["int8_tolerance"]
     assert lowered.min_topk == 0.5 and lowered.min_topk_mean == 0.5  # type: ignore[attr-defined]
     raised = tolerances_from(parser.parse_args(["--workload", "w", "--int8-min-topk", "0.99"]))["int8_tolerance"]
