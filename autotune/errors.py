@@ -23,6 +23,7 @@ class ExitStatus(IntEnum):
     UPSTREAM = 9
     REGRESSION = 10
     NOTHING_PASSED = 11
+    DAMAGED_STATE = 12
     INTERRUPTED = 130
 
 
@@ -67,6 +68,12 @@ class SettingError(OptionsError):
     def __init__(self, field: str, problem: str) -> None:
         super().__init__(f"{field} {problem}")
         self.field, self.problem = field, problem
+
+
+class StateError(AutotuneError):
+    """autotune's own state is damaged (the study journal): not the user's options; `--fresh` sets it aside."""
+
+    status = ExitStatus.DAMAGED_STATE
 
 
 class OutputError(AutotuneError):

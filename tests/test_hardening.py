@@ -79,7 +79,7 @@ def test_corrupt_journal_is_named_and_fresh_sets_it_aside(tmp_path, tiny_model_d
     with open(state / "studies.journal", "a") as fh:
         fh.write("{garbage\n")
     status, _, err = run_cli(args)
-    assert status == ExitStatus.BAD_OPTIONS and one_line(err) and "studies.journal" in err and "--fresh" in err, err
+    assert status == ExitStatus.DAMAGED_STATE and one_line(err) and "studies.journal" in err and "--fresh" in err, err
     assert run_cli([*args, "--fresh"])[0] == ExitStatus.OK
     assert list(state.glob("studies.journal.corrupt-*"))
 

@@ -531,7 +531,7 @@ CRASHES = {
     "report-profile-alias-bomb": Row("17.D10", _profile_text(
         "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\n"
         "c: &c [*b, *b, *b, *b, *b, *b, *b, *b]\nschema: 1\nconfig: *c\n", "report"), ExitStatus.BAD_OPTIONS),
-    "study-journal-corrupt": Row("17.D11", _corrupt_journal, ExitStatus.BAD_OPTIONS, "--fresh"),
+    "study-journal-corrupt": Row("17.D11", _corrupt_journal, ExitStatus.DAMAGED_STATE, "--fresh"),
     "server-arms-not-a-list": Row("17.D19", record(), ExitStatus.UPSTREAM, "retrieval_results", server="arms-nope"),
     "record-retries-negative": Row("17.D20", record("--retries", "-1"), ExitStatus.BAD_OPTIONS,
                                    then=absent("rec.jsonl")),

@@ -15,7 +15,7 @@ from typing import Any
 
 import optuna
 
-from autotune.errors import OptionsError, first_line
+from autotune.errors import OptionsError, StateError, first_line
 from autotune.paths import state_dir
 from autotune.redact import redact
 
@@ -42,7 +42,7 @@ def open_storage(storage: str | None, *, fresh: bool = False) -> Any:
         return JournalStorage(interrupt_safe_journal(path))
     except (ValueError, KeyError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
         if not fresh:
-            raise OptionsError(f"the study journal {path} is corrupt ({first_line(exc)}): rerun with --fresh to "
+            raise StateError(f"the study journal {path} is corrupt ({first_line(exc)}): rerun with --fresh to "
                                "set it aside and start over") from exc
         aside = path.with_name(f"{JOURNAL_NAME}.corrupt-{int(time.time())}")
         path.rename(aside)

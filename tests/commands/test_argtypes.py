@@ -51,5 +51,5 @@ def test_a_result_gate_out_of_bounds_names_its_flag_and_only_commands_name_flags
     assert "--" not in str(raw.value)
     with pytest.raises(OptionsError, match=f"^{named} must be above 0"):
         result_gate(mean, query)
-    with pytest.raises(OptionsError, match="^the profile's result gate's min_"):
+    with pytest.raises(OptionsError, match=r"^the profile's result gate's min_"):
         result_gate(mean, query, source="the profile's result gate")
