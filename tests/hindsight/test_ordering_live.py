@@ -10,7 +10,7 @@ import pytest
 from autotune.hindsight.trace import pool_facts, recall_pool
 from autotune.runtime.model import build_default_model
 from autotune.workload.queries import load_workload
-from tests.support.real_hindsight import RealHindsight, cli, memories, onnx_defaults, pgvector_missing
+from tests.support.real_hindsight import cli, memories, onnx_defaults, real_hindsight_or_skip
 
 pytestmark = pytest.mark.slow  # a real Hindsight on PostgreSQL: minutes
 
@@ -22,12 +22,8 @@ CAPS = {"low": 8, "mid": 20}
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory):
-    missing = pgvector_missing()
-    if missing:
-        pytest.skip(f"a real Hindsight cannot run here: {missing}")
     work = tmp_path_factory.mktemp("ordering")
-    h = RealHindsight(work / "hindsight")
-    try:
+    with real_hindsight_or_skip(work / "hindsight") as h:
         base = {**onnx_defaults(build_default_model().directory), "HINDSIGHT_API_RERANKER_ONNX_TIMEOUT": "0"}
         url = h.start(base)
         h.retain("ordering", memories(240))
@@ -46,8 +42,6 @@ def live(tmp_path_factory: pytest.TempPathFactory):
                 assert resp.status_code == 200, resp.text
                 capped[(q.query, q.budget)] = resp.json()
         yield recorded, capped, out
-    finally:
-        h.close()
 
 
 def test_a_recording_replays_to_the_results_hindsight_returned(live):
