@@ -22,6 +22,8 @@ def test_run_caps_the_free_level_under_the_gate_and_respects_the_users_key(tmp_p
     lines = [json.loads(line) for line in FIXTURE.read_text().splitlines()]
     big = [ln for ln in lines if len(ln["documents"]) > 50]  # pools a cap can cut
     assert {ln["budget"] for ln in big} == {"low", "mid"}
+    # three of each level: what the test shows holds on them, in half the time (the suite's budget, issue 53)
+    big = [ln for ln in big if ln["budget"] == "low"][:3] + [ln for ln in big if ln["budget"] == "mid"][:3]
     workload = tmp_path / "recorded.jsonl"
     workload.write_text("".join(json.dumps(ln) + "\n" for ln in big))
     env = tmp_path / ".env"
