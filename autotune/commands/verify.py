@@ -57,8 +57,7 @@ class VerifyCommand(Command):
         p.add_argument("--min-gain", type=finite_float, default=1.1, help="exit 10 below this before/after ratio")
         p.add_argument("--min-result-agreement", type=finite_float, default=None, metavar="SHARE",
                        help="exit 10 when, on average, a recall returns less than this share of the results "
-                            "it returned "
-                            "before (default: the profile's floor, else 0.95)")
+                            "it returned before (default: the profile's floor, else 0.95)")
         p.add_argument("--min-query-agreement", type=finite_float, default=None, metavar="SHARE",
                        help="the same for the worst single recall (default: the profile's floor, else 0.8)")
         p.add_argument("--api-key", help="or set HINDSIGHT_API_KEY; never printed or stored")

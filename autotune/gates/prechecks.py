@@ -47,6 +47,10 @@ class Dropped:
 NO_GRAPH = "this target does not run an ONNX graph"
 
 
+def _without_int8(space: SearchSpace) -> SearchSpace:
+    return space.narrowed(precisions=tuple(p for p in space.precisions if p != "int8"))
+
+
 def fused_graph(pool: ScoringPool) -> str | None:
     """None when the fused graph exists (made now if need be), else why it cannot be made."""
     from autotune.runtime.fusion import FusionUnavailable
@@ -71,7 +75,7 @@ def prechecked(space: SearchSpace, pool: ScoringPool, workload: Workload, refere
     onnx = onnx_pool(pool)
     if "int8" in space.precisions and onnx is None:
         dropped.append(Dropped("precision", "int8", NO_GRAPH))
-        space = space.narrowed(precisions=tuple(p for p in space.precisions if p != "int8"))
+        space = _without_int8(space)
     if "fused" in space.graphs:
         reason = fused_graph(pool)
         if reason is not None:
@@ -87,7 +91,7 @@ def prechecked(space: SearchSpace, pool: ScoringPool, workload: Workload, refere
         if not speed.worth_judging():  # its verdict is the speed alone: no variant was judged
             dropped.append(Dropped("precision", "int8", f"not faster than fp32 on this host ({speed.best():.2f}x "
                                                         f"at best, needs {WORTH:.2f}x): not judged"))
-            return (space.narrowed(precisions=tuple(p for p in space.precisions if p != "int8")), dropped,
+            return (_without_int8(space), dropped,
                     Int8Verdict((), None, speed.seconds, speed=speed))
     else:
         speed = None
@@ -97,7 +101,7 @@ def prechecked(space: SearchSpace, pool: ScoringPool, workload: Workload, refere
         if verdict.chosen is None:
             reason = verdict.reason()
             dropped.append(Dropped("precision", "int8", f"no variant keeps the results at batch size 1: {reason}"))
-            space = space.narrowed(precisions=tuple(p for p in space.precisions if p != "int8"))
+            space = _without_int8(space)
             if not space.precisions:
                 raise OptionsError(f"int8 fails parity on this model and workload ({reason}), and --precisions "
                                    "left nothing else to search: add fp32")

@@ -80,9 +80,10 @@ def scope_phase(t: Tuning, picked: Picked, *, gate: ResultGate, tune_pool: bool)
                           "pool: kept the whole pool", points, raced.picked)
     refined = _refine_scope(s, raced, best, gate)
     agreement = s.agreement_of(refined.pick.config, refined.shaped)
-    outcome = replace(whole, scope=refined.shaped_scope, pairs_scored=refined.shaped.pairs, agreement=agreement,
+    chosen = candidates[best].scope
+    outcome = replace(whole, scope=chosen, pairs_scored=refined.shaped.pairs, agreement=agreement,
                       engine_only=replace(refined.engine_only, parity=picked.winner.parity), points=points)
-    t.stage(f"pool: {refined.shaped_scope.label()}: {agreement.summary()}; {refined.shaped.pairs} pairs scored "
+    t.stage(f"pool: {chosen.label()}: {agreement.summary()}; {refined.shaped.pairs} pairs scored "
             f"instead of {s.base.pairs}")
     return Scoped(outcome, refined.pick, refined.picked.baseline)
 
@@ -170,6 +171,7 @@ class _ScopeRace:
     fixed: Scope
     engine_only: Finalist
     candidates: list[FrontierPoint]
+    shaped: list[Shaped]  # each candidate's form of the workload, as it was raced
     scoped: list[Finalist]
 
     def timed(self) -> dict[Scope, float]:
@@ -192,8 +194,9 @@ def _race_scopes(s: _Scoping, picked: Picked, candidates: list[FrontierPoint]) -
     t, winner = s.t, picked.winner.config
     t.stage(f"racing {len(candidates)} scope(s) that pass the gate against the whole pool, "
             f"{t.settings.final_rounds} rounds: " + "; ".join(c.scope.label() for c in candidates))
-    picked, raced = _race(t, picked, [(winner, s.base), *((winner, s.shape(c.scope)) for c in candidates)])
-    return _ScopeRace(picked, s.fixed, raced[0], candidates, raced[1:])
+    shaped = [s.shape(c.scope) for c in candidates]
+    picked, raced = _race(t, picked, [(winner, s.base), *((winner, each) for each in shaped)])
+    return _ScopeRace(picked, s.fixed, raced[0], candidates, shaped, raced[1:])
 
 
 @dataclass(frozen=True)
@@ -201,7 +204,6 @@ class _Refined:
     pick: Finalist  # with its parity on the pool it will score
     engine_only: Finalist
     picked: Picked  # the baseline of the race `pick` and `engine_only` ran in
-    shaped_scope: Scope
     shaped: Shaped
 
 
@@ -209,8 +211,7 @@ def _refine_scope(s: _Scoping, raced: _ScopeRace, k: int, gate: ResultGate) -> _
     """Step three: the engine's knobs refined on the chosen pool, raced again when that moved them, and the
     pick's parity on that pool."""
     t = s.t
-    scope = raced.candidates[k].scope
-    shaped = s.shape(scope)
+    scope, shaped = raced.candidates[k].scope, raced.shaped[k]
     start = raced.picked.winner.config
     config = _refined(t, start, scope, shaped)
     picked, engine_only, pick = raced.picked, raced.engine_only, raced.scoped[k]
@@ -219,7 +220,7 @@ def _refine_scope(s: _Scoping, raced: _ScopeRace, k: int, gate: ResultGate) -> _
     reference = fp32_reference(t, scope, shaped)
     parity = compare(reference, scores_of(t.pool, pick.config, shaped.workload),
                      t.settings.tolerance(pick.config.precision))
-    return _Refined(replace(pick, parity=parity), engine_only, picked, scope, shaped)
+    return _Refined(replace(pick, parity=parity), engine_only, picked, shaped)
 
 
 def summary_points(explored: Exploration, fixed: Scope) -> list[FrontierPoint]:
