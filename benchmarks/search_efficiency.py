@@ -133,7 +133,7 @@ def grid(target_name: str, workload: Workload, host: object, bundle: object,
         space = target.space(SpaceLimits(usable_cores=host.cores.usable,  # type: ignore[attr-defined]
                                          max_candidates=workload.max_candidates))
         reference = reference_scores(pool, workload, host.onnxruntime)  # type: ignore[attr-defined]
-        space, _dropped = prechecked(space, pool, workload, reference, settings.int8_tolerance)
+        space, _dropped, _int8 = prechecked(space, pool, workload, reference, settings.int8_tolerance)
         study = optuna.create_study(sampler=optuna.samplers.GridSampler(space.dimensions()))
         objective = Objective(pool, workload, reference, space, settings)
         started = time.monotonic()

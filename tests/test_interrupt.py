@@ -15,6 +15,7 @@ from optuna.storages.journal import JournalFileBackend, JournalStorage
 from optuna.trial import TrialState
 
 from autotune.errors import ExitStatus
+from autotune.search.verdicts import VERDICTS_STUDY
 
 USER_ENV = "# keep me\r\nHINDSIGHT_API_LLM_API_KEY=sk-secret\r\n"
 
@@ -33,7 +34,7 @@ def _finished_trials() -> list[optuna.trial.FrozenTrial]:
     if not path.exists():
         return []
     storage = JournalStorage(JournalFileBackend(str(path)))
-    studies = optuna.get_all_study_summaries(storage)
+    studies = [s for s in optuna.get_all_study_summaries(storage) if s.study_name != VERDICTS_STUDY]
     if not studies:
         return []
     study = optuna.load_study(study_name=studies[0].study_name, storage=storage)

@@ -15,13 +15,10 @@ import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from autotune.errors import ModelError
-from autotune.fileio import read_bound, sha256_bytes, write_bound
 from autotune.measure.timing import replay
-from autotune.paths import caches_readable, state_dir
 from autotune.runtime.engine import EngineConfig, OnnxPool
 from autotune.runtime.quantize import Int8Variant
 from autotune.workload.queries import Query, Workload
@@ -76,30 +73,30 @@ class Int8Speed:
                 "rounds_won": {s: w for s, _, w in self.ratios}, "judged": list(self.worth_judging())}
 
 
-def remembered(key: str) -> Int8Speed | None:
-    """This host type's verdict on this model's int8, as an earlier run measured it: a rerun keeps the same space
-    (and so resumes its study) rather than flip on a borderline timing. `--fresh` reads nothing."""
-    if not caches_readable():
-        return None
-    payload, _ = read_bound(_speed_path(key), {"kind": "int8-speed", "key": key})
+class SpeedMemory(Protocol):
+    """Where a host type's verdict on int8's speed is kept: a rerun keeps the same space (and so resumes its
+    study) rather than flip on a borderline timing, and hosts sharing a study race one space."""
+
+    def recall(self) -> Int8Speed | None:
+        """The verdict kept, or None (none kept, or `--fresh`)."""
+
+    def keep(self, speed: Int8Speed) -> Int8Speed:
+        """Keep `speed`, and return the verdict that holds: another host's, where it kept one first."""
+
+
+def speed_text(speed: Int8Speed) -> str:
+    return json.dumps({"ratios": [list(r) for r in speed.ratios], "rounds": speed.rounds, "pairs": speed.pairs,
+                       "seconds": speed.seconds, "host": speed.host})
+
+
+def speed_from_text(text: str) -> Int8Speed | None:
+    """A kept verdict, marked remembered; None where it does not parse (kept by another version)."""
     try:
-        if payload is None:
-            return None
-        data = json.loads(payload)
+        data = json.loads(text)
         return Int8Speed(tuple((str(s), float(r), int(w)) for s, r, w in data["ratios"]), int(data["rounds"]),
                          int(data["pairs"]), float(data["seconds"]), str(data["host"]), remembered=True)
     except (TypeError, KeyError, ValueError):
         return None
-
-
-def remember(key: str, speed: Int8Speed) -> None:
-    write_bound(_speed_path(key), {"kind": "int8-speed", "key": key},
-                json.dumps({"ratios": [list(r) for r in speed.ratios], "rounds": speed.rounds, "pairs": speed.pairs,
-                            "seconds": speed.seconds, "host": speed.host}).encode())
-
-
-def _speed_path(key: str) -> Path:
-    return state_dir() / "int8-speed" / f"{sha256_bytes(key.encode())[:24]}.json"
 
 
 T = TypeVar("T")

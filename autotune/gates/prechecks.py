@@ -23,7 +23,7 @@ import numpy as np
 
 from autotune.errors import ModelError, OptionsError
 from autotune.gates.int8_judge import Int8Verdict, judge_int8
-from autotune.gates.int8_speed import WORTH, int8_speed, remember, remembered
+from autotune.gates.int8_speed import WORTH, SpeedMemory, int8_speed
 from autotune.gates.parity import Tolerance
 from autotune.runtime.engine import REFERENCE, ScoringPool, onnx_pool
 from autotune.runtime.quantize import int8_format
@@ -66,10 +66,11 @@ def fused_graph(pool: ScoringPool) -> str | None:
 
 def prechecked(space: SearchSpace, pool: ScoringPool, workload: Workload, reference: list[np.ndarray],
                int8_tolerance: Tolerance, *, has_vnni: bool = True, int8_fallback: bool = True,
-               speed_first: bool = False, until: float | None = None, speed_key: str | None = None
+               speed_first: bool = False, until: float | None = None, memory: SpeedMemory | None = None
                ) -> tuple[SearchSpace, list[Dropped], Int8Verdict | None]:
     """The space without the knob values that cannot win, why each went, and how int8 was judged. With
-    `speed_first`, int8's speed is measured before its results are judged, and a slow int8 is not judged."""
+    `speed_first`, int8's speed is measured before its results are judged, and a slow int8 is not judged;
+    `memory` keeps that verdict for the next run, and for the other hosts sharing the study."""
     dropped: list[Dropped] = []
     verdict = None
     onnx = onnx_pool(pool)
@@ -82,12 +83,12 @@ def prechecked(space: SearchSpace, pool: ScoringPool, workload: Workload, refere
             dropped.append(Dropped("graph", "fused", reason))
             space = space.narrowed(graphs=tuple(g for g in space.graphs if g != "fused"))
     if onnx is not None and "int8" in space.precisions and speed_first and "fp32" in space.precisions:
-        speed = None if speed_key is None else remembered(speed_key)
+        speed = None if memory is None else memory.recall()
         if speed is None:
             speed = int8_speed(onnx, workload, host=f"{'avx512_vnni' if has_vnni else 'no VNNI'}, "
                                                     f"{int8_format(has_vnni)}")
-            if speed_key is not None:
-                remember(speed_key, speed)
+            if memory is not None:
+                speed = memory.keep(speed)
         if not speed.worth_judging():  # its verdict is the speed alone: no variant was judged
             dropped.append(Dropped("precision", "int8", f"not faster than fp32 on this host ({speed.best():.2f}x "
                                                         f"at best, needs {WORTH:.2f}x): not judged"))

@@ -51,6 +51,7 @@ from autotune.search.storage import shared_lock
 from autotune.search.study import best_feasible_config, earlier_picks, open_study, trial_records, warm_start
 from autotune.search.trial_loop import run_study
 from autotune.search.under_load import served_load
+from autotune.search.verdicts import StoredSpeed
 from autotune.workload.candidate_cap import apply_cap, cap_from_env
 from autotune.workload.queries import Workload, load_workload
 
@@ -172,8 +173,9 @@ def time_plan(run: Prepared, pool: ScoringPool) -> Plan:
     return plan_run(costs, run.settings, run.settings.trials_for(run.space))
 
 
-def precheck(run: Prepared, loaded: Loaded) -> Checked:
-    """int8's parity and the fused graph, once each, so the search never tries what cannot pass; the objective."""
+def precheck(run: Prepared, loaded: Loaded, store: optuna.storages.BaseStorage) -> Checked:
+    """int8's parity and the fused graph, once each, so the search never tries what cannot pass; the objective.
+    int8's speed is kept in the study storage (`StoredSpeed`), so hosts sharing a study search one space."""
     run.phase("int8", None if loaded.plan is None else loaded.plan.estimated("int8"))
     run.stage("timing int8 against fp32, then judging it by the results it keeps where it is faster, and the "
               "fused graph, once before the search")
@@ -182,8 +184,8 @@ def precheck(run: Prepared, loaded: Loaded) -> Checked:
     space, dropped, int8 = prechecked(run.space, pool, run.workload, loaded.reference, settings.int8_tolerance,
                                       has_vnni=run.host.has_vnni, speed_first=run.opts.precisions is None,
                                       until=loaded.ends("int8", run.deadline),
-                                      speed_key=f"{run.host.fingerprint}|{loaded.bundle.sha256}|{run.host.onnxruntime}|"
-                                                f"{loaded.traits.max_tokens}")
+                                      memory=StoredSpeed(store, f"{run.host.fingerprint}|{loaded.bundle.sha256}|"
+                                                                f"{run.host.onnxruntime}|{loaded.traits.max_tokens}"))
     for line in int8.lines() if int8 is not None else ():
         run.stage(line)
     for d in dropped:

@@ -53,7 +53,7 @@ def _tune(opts: RunOptions, prepared: Prepared, progress: ProgressFn | None) -> 
         loaded = load(prepared)
         timed("load", clock)  # the model, the time plan, the fp32 reference
         clock = time.monotonic()
-        t = Tuning(prepared, loaded, precheck(prepared, loaded))
+        t = Tuning(prepared, loaded, precheck(prepared, loaded, store))
         timed("precheck", clock)  # int8's speed and verdict, the fused graph, the memory model
 
         with MemoryGuard(t.checked.budget_mb):  # what the estimates admit, measured RSS holds to the budget

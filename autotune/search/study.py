@@ -19,6 +19,7 @@ from optuna.trial import FrozenTrial, TrialState
 from autotune.paths import state_dir
 from autotune.runtime.engine import EngineConfig
 from autotune.runtime.space import SearchSpace
+from autotune.search.verdicts import VERDICTS_STUDY
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)  # our own messages say what matters
 
@@ -165,8 +166,10 @@ class StudySummary:
 
 
 def study_summaries(store: Any) -> list[StudySummary]:
-    """Every study in the storage: autotune's own names say which target, host type, model and workload."""
-    names = [s.study_name for s in optuna.get_all_study_summaries(storage=store, include_best_trial=False)]
+    """Every study in the storage: autotune's own names say which target, host type, model and workload. The
+    verdicts kept beside them (`verdicts.py`) are no search."""
+    names = [s.study_name for s in optuna.get_all_study_summaries(storage=store, include_best_trial=False)
+             if s.study_name != VERDICTS_STUDY]
     return [StudySummary.parse(optuna.load_study(study_name=n, storage=store)) for n in sorted(names)]
 
 

@@ -131,7 +131,7 @@ def test_load_gives_the_model_its_pool_and_the_fp32_reference(prepared, loaded):
 
 
 def test_precheck_narrows_the_space_and_builds_the_objective(prepared, loaded):
-    checked: Checked = phases.precheck(prepared, loaded)
+    checked: Checked = phases.precheck(prepared, loaded, optuna.storages.InMemoryStorage())
     assert set(checked.space.precisions) <= set(prepared.space.precisions)
     assert checked.objective.space is checked.space and checked.budget_mb > 0
     assert checked.int8_considered == ("int8" in prepared.space.precisions)
