@@ -20,8 +20,10 @@ from autotune.search.verdicts import VERDICTS_STUDY
 USER_ENV = "# keep me\r\nHINDSIGHT_API_LLM_API_KEY=sk-secret\r\n"
 
 
-def _start(tmp_path: Path, model: Path, workload: Path, trials: int) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+def _start(tmp_path: Path, model: Path, workload: Path, trials: int,
+           host: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """`host`: environment of its own (a state and a lock directory), as another machine's."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(host or {})}
     cmd = [sys.executable, "-m", "autotune", "run", "--workload", str(workload), "--model", str(model),
            "--env-file", str(tmp_path / ".env"), "--profile-dir", str(tmp_path / "profiles"),
            "--compose-file", str(tmp_path / "compose.autotune.yaml"), "--trials", str(trials), "--repeats", "3",
@@ -29,8 +31,8 @@ def _start(tmp_path: Path, model: Path, workload: Path, trials: int) -> subproce
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _finished_trials() -> list[optuna.trial.FrozenTrial]:
-    path = Path(os.environ["AUTOTUNE_STATE_DIR"]) / "studies.journal"
+def _finished_trials(state: str | None = None) -> list[optuna.trial.FrozenTrial]:
+    path = Path(state or os.environ["AUTOTUNE_STATE_DIR"]) / "studies.journal"
     if not path.exists():
         return []
     storage = JournalStorage(JournalFileBackend(str(path)))
@@ -163,31 +165,45 @@ def test_an_interrupt_a_library_swallowed_is_still_reported(monkeypatch, capsys)
 @pytest.mark.slow
 def test_fifty_interrupts_at_random_moments_leave_nothing_a_rerun_trips_on(tmp_path, tiny_model_dir, workload_file):
     """Issue 36, item 15: the journal-lock race (about 1 in 30 Ctrl-C runs once died on a missing
-    `.rename` file and left the lock behind). Fifty runs of one study, each interrupted at a seeded random
-    moment from start-up to mid-search; then a rerun finishes the study without waiting on a stale lock."""
+    `.rename` file and left the lock behind). Fifty runs, each interrupted at a seeded random moment from
+    start-up to mid-search: two hosts of 25 runs each (a state and a lock directory apiece), side by side, as
+    the interrupts are mostly waiting; each host's runs share one study, and a rerun then finishes it without
+    waiting on a stale lock."""
     import random
+    from concurrent.futures import ThreadPoolExecutor
 
     delays = random.Random(36).sample(range(200, 4000), 50)
-    outcomes: dict[int, int] = {}
-    for delay_ms in delays:
-        proc = _start(tmp_path, tiny_model_dir, workload_file, trials=400)
-        try:
-            time.sleep(delay_ms / 1000)
-            proc.send_signal(signal.SIGINT)
-            _, err = proc.communicate(timeout=60)
-        finally:
-            proc.kill()
-        # Once in some 300 interrupted runs, one that had caught the interrupt, cleaned up and said so left by
-        # SIGINT (-2; a shell shows it as 130, as it shows exit 130). Our reading, not proven: CPython's main exits
-        # via SIGINT when a KeyboardInterrupt ended a PyRun_* call inside an extension, even one caught later.
-        assert proc.returncode in (ExitStatus.INTERRUPTED, -signal.SIGINT), (delay_ms, err)
-        assert "autotune: interrupted" in err, (delay_ms, err)
-        assert "Traceback" not in err and "Error" not in err, (delay_ms, err)
-        assert not list(Path(os.environ["AUTOTUNE_STATE_DIR"]).glob("*.lock*")), delay_ms
-        outcomes[delay_ms] = len(_finished_trials())
-    assert max(outcomes.values()) > 0  # the interrupts did land mid-search, not only at start-up
-    total = max(outcomes.values()) + 2
-    rerun = _start(tmp_path, tiny_model_dir, workload_file, trials=total)
-    _, err = rerun.communicate(timeout=300)
-    assert rerun.returncode == 0, err
-    assert len(_finished_trials()) == total
+
+    def host(k: int) -> tuple[dict[str, str], dict[int, int]]:
+        env = {"AUTOTUNE_STATE_DIR": str(tmp_path / f"state{k}"), "AUTOTUNE_LOCK_DIR": str(tmp_path / f"lock{k}")}
+        work = tmp_path / f"host{k}"
+        work.mkdir()
+        outcomes = {}
+        for delay_ms in delays[k::2]:
+            proc = _start(work, tiny_model_dir, workload_file, trials=400, host=env)
+            try:
+                time.sleep(delay_ms / 1000)
+                proc.send_signal(signal.SIGINT)
+                _, err = proc.communicate(timeout=60)
+            finally:
+                proc.kill()
+            # Once in some 300 interrupted runs, one that had caught the interrupt, cleaned up and said so left
+            # by SIGINT (-2; a shell shows it as 130, as it shows exit 130). Our reading, not proven: CPython's
+            # main exits via SIGINT when a KeyboardInterrupt ended a PyRun_* call inside an extension.
+            assert proc.returncode in (ExitStatus.INTERRUPTED, -signal.SIGINT), (delay_ms, err)
+            assert "autotune: interrupted" in err, (delay_ms, err)
+            assert "Traceback" not in err and "Error" not in err, (delay_ms, err)
+            assert not list(Path(env["AUTOTUNE_STATE_DIR"]).glob("*.lock*")), delay_ms
+            outcomes[delay_ms] = len(_finished_trials(env["AUTOTUNE_STATE_DIR"]))
+        return env, outcomes
+
+    with ThreadPoolExecutor(2) as pool:
+        hosts = list(pool.map(host, range(2)))
+    assert sum(len(o) for _, o in hosts) == 50
+    assert max(max(o.values()) for _, o in hosts) > 0  # the interrupts did land mid-search, not only at start-up
+    for k, (env, outcomes) in enumerate(hosts):
+        total = max(outcomes.values()) + 2
+        rerun = _start(tmp_path / f"host{k}", tiny_model_dir, workload_file, trials=total, host=env)
+        _, err = rerun.communicate(timeout=300)
+        assert rerun.returncode == 0, err
+        assert len(_finished_trials(env["AUTOTUNE_STATE_DIR"])) == total

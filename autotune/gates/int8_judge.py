@@ -33,6 +33,7 @@ from autotune.runtime.engine import REFERENCE, EngineConfig, OnnxPool, ScoringPo
 from autotune.runtime.quantize import (
     SCALES,
     Int8Variant,
+    alone_in_int8,
     int8_format,
     keep_fp32,
     least_sensitive_first,
@@ -192,7 +193,7 @@ def sensitivities(pool: OnnxPool, source: Path, workload: Workload, reference: l
     sample = Workload([workload.queries[i] for i in picked], workload.sha256)
     binding = {"kind": "int8-sensitivity", "model_sha256": pool.bundle.sha256, "workload_sha256": workload.sha256,
                "scales": scales, "format": int8_format(has_vnni), "onnxruntime": onnxruntime.__version__,
-               "queries": picked, "matmuls": names}
+               "queries": picked, "matmuls": names, "graphs": "alone_in_int8"}  # not onnxruntime's quantizer
     key = sha256_bytes(json.dumps(binding, sort_keys=True).encode())[:24]
     path = cache_dir() / "int8-sensitivity" / f"{key}.json"
     if caches_readable():
@@ -202,10 +203,12 @@ def sensitivities(pool: OnnxPool, source: Path, workload: Workload, reference: l
             return cached, "cached"
     ref = logits([reference[i] for i in picked])
     measured = {}
-    for name in names:
-        only = Int8Variant(scales, tuple(n for n in names if n != name), len(names))
-        scores = _scratch_scores(pool, source, only, sample, has_vnni)
-        measured[name] = float(np.mean(np.abs(logits(scores) - ref)))
+    with tempfile.TemporaryDirectory(prefix="autotune-int8-") as scratch:
+        for name, graph in alone_in_int8(source, scales, has_vnni=has_vnni, scratch=Path(scratch)):
+            engine = pool.engine_on(graph, judged_at(scales))
+            scores = replay(engine, sample.queries, keep_scores=True).scores
+            del engine
+            measured[name] = float(np.mean(np.abs(logits(scores) - ref)))
     write_bound(path, binding, json.dumps(measured, indent=1).encode())
     return measured, "measured"
 

@@ -27,6 +27,15 @@ _C = "autotune_dq_"
 def write_dynamic(source: Path, out: Path, *, unsigned_weights: bool, per_channel: bool,
                   keep_fp32: Collection[str] = ()) -> Path:
     """Write `source` with every weight MatMul not in `keep_fp32` made dynamic int8."""
+    base = Path(source).parent
+    model = dynamic_graph(read_graph(source), base, unsigned_weights=unsigned_weights, per_channel=per_channel,
+                          keep_fp32=keep_fp32)
+    return save_rewritten(model, out, base, "the dynamic int8 graph")
+
+
+def dynamic_graph(model: onnx.ModelProto, base: Path, *, unsigned_weights: bool, per_channel: bool,
+                  keep_fp32: Collection[str] = ()) -> onnx.ModelProto:
+    """`model` (its external data in `base`) rewritten in memory, unchecked."""
     def dynamic(node: onnx.NodeProto, weight: np.ndarray, prefix: str
                 ) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
         wq, scale, zero = quantize_weight(weight, unsigned=unsigned_weights, per_channel=per_channel)
@@ -35,9 +44,7 @@ def write_dynamic(source: Path, out: Path, *, unsigned_weights: bool, per_channe
         return [kernel], [numpy_helper.from_array(wq, prefix + "wq"), numpy_helper.from_array(scale, prefix + "ws"),
                           numpy_helper.from_array(zero, prefix + "wz")]
 
-    base = Path(source).parent
-    model = rewrite_weight_matmuls(read_graph(source), base, keep_fp32, dynamic, _C)
-    return save_rewritten(model, out, base, "the dynamic int8 graph")
+    return rewrite_weight_matmuls(model, base, keep_fp32, dynamic, _C)
 
 
 def quantize_weight(w: np.ndarray, *, unsigned: bool, per_channel: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -36,7 +36,20 @@ _C = "autotune_pt_"  # the prefix of every name the rewrite adds
 def write_per_token(source: Path, out: Path, *, unsigned_weights: bool, keep_fp32: Collection[str] = ()) -> Path:
     """Write `source` with every weight MatMul not in `keep_fp32` made per-token int8; `unsigned_weights`
     stores the weights uint8 (zero point 128) for CPUs whose u8s8 path can saturate (no VNNI)."""
-    model = _at_opset(read_graph(source), source)  # the weights stay on disk: read one MatMul's at a time
+    model = per_token_graph(per_token_source(source), Path(source).parent, unsigned_weights=unsigned_weights,
+                            keep_fp32=keep_fp32)
+    return save_rewritten(model, out, Path(source).parent, "the per-token int8 graph")
+
+
+def per_token_source(source: Path) -> onnx.ModelProto:
+    """The graph the rewrite works on: `source` at opset 21, its external weights left on disk (read one
+    MatMul's at a time)."""
+    return _at_opset(read_graph(source), source)
+
+
+def per_token_graph(model: onnx.ModelProto, base: Path, *, unsigned_weights: bool,
+                    keep_fp32: Collection[str] = ()) -> onnx.ModelProto:
+    """`model` (from `per_token_source`; `base` is where its data lies) rewritten in memory, unchecked."""
     quantized: dict[str, tuple[str, str]] = {}  # an input shared by several MatMuls (Q, K, V) is quantized once
 
     def per_token(node: onnx.NodeProto, weight: np.ndarray, prefix: str
@@ -54,8 +67,7 @@ def write_per_token(source: Path, out: Path, *, unsigned_weights: bool, keep_fp3
         return nodes, [numpy_helper.from_array(wq, prefix + "wq"), numpy_helper.from_array(w_scale, prefix + "ws"),
                        numpy_helper.from_array(w_zero, prefix + "wz")]
 
-    model = rewrite_weight_matmuls(model, Path(source).parent, keep_fp32, per_token, _C, _constants())
-    return save_rewritten(model, out, Path(source).parent, "the per-token int8 graph")
+    return rewrite_weight_matmuls(model, base, keep_fp32, per_token, _C, _constants())
 
 
 def _at_opset(model: onnx.ModelProto, source: Path) -> onnx.ModelProto:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -150,6 +150,57 @@ def _dynamic(per_channel: bool) -> Builder:
 
 
 BUILDERS: dict[str, Builder] = {"per-token": _per_token, "per-channel": _dynamic(True), "per-tensor": _dynamic(False)}
+
+
+@dataclass(frozen=True)
+class Rewriter:
+    """A variant's graph made in memory: `read` once (per-token converts the opset), then `rewrite` a copy
+    (base directory, unsigned weights, MatMuls kept fp32) as often as asked."""
+
+    read: Callable[[Path], onnx.ModelProto]
+    rewrite: Callable[[onnx.ModelProto, Path, bool, tuple[str, ...]], onnx.ModelProto]
+
+
+def _rewriters() -> dict[str, Rewriter]:
+    from autotune.runtime.dynamic_int8 import dynamic_graph
+    from autotune.runtime.per_token import per_token_graph, per_token_source
+
+    def dynamic(per_channel: bool) -> Rewriter:
+        return Rewriter(read_graph, lambda model, base, unsigned, keep: dynamic_graph(
+            model, base, unsigned_weights=unsigned, per_channel=per_channel, keep_fp32=keep))
+
+    return {"per-token": Rewriter(per_token_source, lambda model, base, unsigned, keep: per_token_graph(
+                model, base, unsigned_weights=unsigned, keep_fp32=keep)),
+            "per-channel": dynamic(True), "per-tensor": dynamic(False)}
+
+
+def alone_in_int8(source: Path, scales: str, *, has_vnni: bool, scratch: Path) -> Iterator[tuple[str, Path]]:
+    """Each weight MatMul of `source` the only one made int8 (as `scales` makes it), written in turn to one
+    file in `scratch`: the int8 fallback's sensitivities, one graph per MatMul (36 on the embedded default).
+
+    Through each variant's builder that was a whole quantization per MatMul, onnxruntime's for the dynamic
+    scales (about 1.2 s of a 90 MB graph's 1.4 s each). Here the graph is read once and each copy rewritten in
+    memory by autotune's own rewrite, unchecked, since nothing of it is kept: for the dynamic scales that is
+    the kernel onnxruntime fuses its own graph into, with the very int8 weights it stores (a logit within
+    2e-3 of its graph's: `tests/runtime/test_onnx_files.py`). The variant the fallback then chooses is built,
+    checked and judged through its builder. A graph whose weights lie outside it is written through the
+    builder, streamed, as before: no copy of it is held in memory."""
+    names = weight_matmuls(source)
+    unsigned = int8_format(has_vnni) == "u8u8"
+    out = Path(scratch) / "model.onnx"
+    if data_files(source):
+        for name in names:
+            others = tuple(n for n in names if n != name)
+            yield name, BUILDERS[scales](source, out, unsigned, others)
+        return
+    rewriter = _rewriters()[scales]
+    model = rewriter.read(source)
+    for name in names:
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)
+        graph = rewriter.rewrite(copy, Path(source).parent, unsigned, tuple(n for n in names if n != name))
+        out.write_bytes(graph.SerializeToString())
+        yield name, out
 
 
 def quantize_to(out: Path, source: Path, *, has_vnni: bool, variant: Int8Variant,
