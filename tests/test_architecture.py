@@ -69,3 +69,12 @@ def test_every_command_is_a_command_class_the_registry_names():
         assert isinstance(command, Command) and type(command).__name__ == COMMANDS[name].class_name
     assert [n for n in COMMANDS if load_command(n).accepts_unknown] == ["serve"]
     assert [n for n in COMMANDS if load_command(n).owns_signals] == ["serve"]
+
+
+@pytest.mark.parametrize("argv", [["run", "--workload", "/nonexistent.jsonl"], ["check", "--profile", "/nonexistent"],
+                                  ["apply", "--profile-dir", "/nonexistent"]])
+def test_a_refusal_before_any_model_loads_no_onnx(argv):
+    """onnx's import took 0.7 s of every start (its ml_dtypes): a one-line refusal, and every test that runs
+    one, paid it; it is imported where a graph is read."""
+    code = f"from autotune.cli import main; main({argv!r})"
+    assert _loaded(code, "sorted({m.split('.')[0] for m in sys.modules} & {'onnx', 'ml_dtypes'})") == "[]"

@@ -11,7 +11,6 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 
 import numpy as np
-import onnx
 
 from autotune.errors import ModelError, first_line
 from autotune.runtime.model import OPTIONAL_INPUTS, REQUIRED_INPUTS
@@ -36,6 +35,8 @@ class Backend(ABC):
 
 def inspect_graph(path: Path) -> tuple[tuple[str, ...], int | None, int | None]:
     """Input names, static logit count, and embedding rows, read from the graph itself."""
+    import onnx
+
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as exc:

@@ -16,14 +16,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import onnx
+from typing import TYPE_CHECKING, Any
 
 from autotune.errors import MissingDependencyError, ModelError
 from autotune.fileio import read_regular, sha256_bytes, sha256_file
 from autotune.paths import cache_dir, caches_readable
 from autotune.runtime.onnx_files import check_saved, model_sha256, save_model
+
+if TYPE_CHECKING:
+    import onnx
 
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2 (embedded default, bi-encoder in a cross-encoder graph)"
 # What Hindsight's PyTorch provider can load from the same weights: a stock BERT cross-encoder, whose
@@ -121,13 +122,15 @@ def default_weights_dir() -> Path:
 def build_default_model(*, stock: bool = False) -> ModelBundle:
     """Build (once, cached by a hash of its inputs) the default graph: the bi-encoder graph, or with `stock`
     the stand-in cross-encoder that a stock `CrossEncoder` (Hindsight's `local` provider) can load too."""
+    from importlib.metadata import version
+
     from autotune.runtime.biencoder_onnx import DESCRIPTION
 
     src = default_weights_dir()
     weights_file = src / "model.safetensors"
     kind = "stand-in" if stock else "biencoder"
     key_parts = [sha256_file(weights_file), (src / "config.json").read_bytes().hex(),
-                 sha256_file(src / "tokenizer.json"), BUILDER_VERSION, kind, onnx.__version__]
+                 sha256_file(src / "tokenizer.json"), BUILDER_VERSION, kind, version("onnx")]  # onnx unimported
     key = sha256_bytes("|".join(key_parts).encode())[:16]
     target = cache_dir() / "models" / f"default-{kind}-{key}"
     marker = target / "autotune-build.json"

@@ -19,13 +19,18 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import onnx
-from onnx import TensorProto, numpy_helper
 
 from autotune.errors import AutotuneError, ModelError, first_line
 from autotune.fileio import sha256_file
+
+if TYPE_CHECKING:  # onnx is imported where a graph is read: 0.7 s of every start (ml_dtypes)
+    import onnx
+    from onnx import TensorProto
+
+_EXTERNAL = 1  # TensorProto.EXTERNAL, without importing onnx to read it
 
 DATA_SUFFIX = "_data"  # model.onnx -> model.onnx_data: optimum's name, and the one Hindsight downloads
 EXTERNAL_FROM_BYTES = 1024  # a tensor this large or larger goes to the data file (onnx's own default)
@@ -36,6 +41,8 @@ _ALIGN = 4096  # offsets a page apart: onnxruntime can map each tensor where it 
 
 def read_graph(path: Path) -> onnx.ModelProto:
     """The graph without its external data (KBs to MBs, whatever the weights weigh)."""
+    import onnx
+
     try:
         return onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # protobuf and onnx raise many kinds on a file that is not a model
@@ -60,7 +67,7 @@ def tensors(model: onnx.ModelProto) -> Iterator[TensorProto]:
 
 
 def _is_external(tensor: TensorProto) -> bool:
-    return tensor.data_location == TensorProto.EXTERNAL
+    return tensor.data_location == _EXTERNAL
 
 
 def _external_info(tensor: TensorProto) -> tuple[str, int, int | None]:
@@ -134,6 +141,8 @@ def _read_span(path: Path, offset: int, length: int | None) -> Iterator[bytes]:
 
 def tensor_bytes(tensor: TensorProto, base: Path) -> bytes:
     """One tensor's raw bytes, from the graph or its data file."""
+    from onnx import numpy_helper
+
     if not _is_external(tensor):
         return numpy_helper.to_array(tensor).tobytes() if not tensor.raw_data else tensor.raw_data
     location, offset, length = _external_info(tensor)
@@ -142,6 +151,9 @@ def tensor_bytes(tensor: TensorProto, base: Path) -> bytes:
 
 def tensor_array(tensor: TensorProto, base: Path) -> np.ndarray:
     """One tensor as an array, reading only its own bytes from a data file."""
+    import onnx
+    from onnx import numpy_helper
+
     if not _is_external(tensor):
         return numpy_helper.to_array(tensor)
     dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
@@ -149,6 +161,8 @@ def tensor_array(tensor: TensorProto, base: Path) -> np.ndarray:
 
 
 def _size(tensor: TensorProto) -> int:
+    import onnx
+
     if _is_external(tensor):
         length = _external_info(tensor)[2]
         if length is not None:
@@ -164,6 +178,8 @@ def save_model(model: onnx.ModelProto, out: Path, *, base: Path | None = None, e
 
     `external` None writes external data when the weights pass 2 GB's reach or some already lie outside the
     graph (a model given that way stays that way), else one file; the data file is `<out name>_data`."""
+    import onnx
+
     out = Path(out)
     all_tensors = list(tensors(model))
     if external is None:
@@ -181,7 +197,7 @@ def save_model(model: onnx.ModelProto, out: Path, *, base: Path | None = None, e
                 if _is_external(tensor):
                     raw = tensor_bytes(tensor, base)  # type: ignore[arg-type]  # checked above
                     del tensor.external_data[:]
-                    tensor.data_location = TensorProto.DEFAULT
+                    tensor.data_location = onnx.TensorProto.DEFAULT
                     tensor.raw_data = raw
             data_file.unlink(missing_ok=True)
         onnx.save_model(model, str(out))
@@ -191,6 +207,8 @@ def save_model(model: onnx.ModelProto, out: Path, *, base: Path | None = None, e
 
 
 def _write_data(all_tensors: list[TensorProto], base: Path | None, data_file: Path, data_name: str) -> None:
+    from onnx import TensorProto
+
     with open(data_file, "wb") as sink:
         for tensor in all_tensors:
             if _is_external(tensor):
@@ -215,6 +233,8 @@ def _write_data(all_tensors: list[TensorProto], base: Path | None, data_file: Pa
 
 def check_saved(path: Path, what: str) -> Path:
     """`onnx.checker` over a written graph, by its path (the only way it reads a graph past 2 GB)."""
+    import onnx
+
     try:
         onnx.checker.check_model(str(path))
     except Exception as exc:  # ValidationError, and protobuf's own on a broken file

@@ -16,13 +16,14 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import onnx
+from typing import TYPE_CHECKING, Any
 
 from autotune.errors import ModelError, first_line
 from autotune.paths import cache_dir
 from autotune.runtime.onnx_files import check_saved, data_files, read_graph, tensor_array
+
+if TYPE_CHECKING:
+    import onnx
 
 # tried in this order: per-token's verdict holds at every batch (and it kept the most results on the embedded
 # default); per-channel keeps more of the results than per-tensor. Both of those are faster where they pass
@@ -193,6 +194,8 @@ def alone_in_int8(source: Path, scales: str, *, has_vnni: bool, scratch: Path) -
             others = tuple(n for n in names if n != name)
             yield name, BUILDERS[scales](source, out, unsigned, others)
         return
+    import onnx
+
     rewriter = _rewriters()[scales]
     model = rewriter.read(source)
     for name in names:
@@ -215,6 +218,7 @@ def quantize_to(out: Path, source: Path, *, has_vnni: bool, variant: Int8Variant
 def _onnxruntime_dynamic(source: Path, out: Path, unsigned: bool, keep: tuple[str, ...], per_channel: bool) -> Path:
     """onnxruntime's own dynamic quantization, for a graph whose weights are inline (every earlier profile's
     int8 model was built by it, and `apply` rebuilds those byte for byte)."""
+    import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     from autotune.runtime.model import quiet_root_logger

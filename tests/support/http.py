@@ -34,11 +34,13 @@ class JsonHandler(BaseHTTPRequestHandler):
 def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     """Serve `handler` on a free loopback port for the block; yields its base URL."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # shutdown() waits out serve_forever's poll: half a second at its default, paid by every test that serves
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
+        server.server_close()
 
 
 def wait_healthy(url: str, proc: Any = None, timeout_s: float = 120.0) -> None:
