@@ -158,7 +158,8 @@ class RunCommand(Command):
         check = outcome.tokenizer_check
         if check is not None:
             print(f"tokenizer: AutoTokenizer ({check.tokenizer_class}) gives autotune's ids on all {check.pairs} pairs"
-                  if check.checked else f"note: {check.note}", file=out)
+                  + (" (as an earlier run checked these files on these pairs; --fresh checks again)"
+                     if check.remembered else "") if check.checked else f"note: {check.note}", file=out)
         print(f"wrote {outcome.profile_path} (commit it)", file=out)
         print(f"wrote {len(outcome.env.written_keys)} keys into the autotune block of {args.env_file}", file=out)
         for key in outcome.env.user_keys_kept:

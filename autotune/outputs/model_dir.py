@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autotune.errors import ModelError, OutputError
-from autotune.fileio import record_commit, sha256_file, umask
+from autotune.fileio import read_bound, record_commit, sha256_bytes, sha256_file, umask, write_bound
 from autotune.outputs.model_files import file_hashes
 from autotune.outputs.ownership import (
     MODEL_MARKER,
@@ -30,6 +30,7 @@ from autotune.outputs.ownership import (
     scratch_prefix,
     sweep_leftovers,
 )
+from autotune.paths import cache_dir, caches_readable
 from autotune.runtime.onnx_files import copy_model
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
@@ -135,10 +136,15 @@ class TokenizerCheck:
     pairs: int = 0
     tokenizer_class: str = ""
     note: str = ""
+    remembered: bool = False  # an earlier run checked these very files on these very pairs
 
     def to_dict(self) -> dict[str, object]:
         return {"checked": self.checked, "pairs": self.pairs, "tokenizer_class": self.tokenizer_class,
-                "note": self.note}
+                "note": self.note, "remembered": self.remembered}
+
+
+NO_TRANSFORMERS = TokenizerCheck(False, note="transformers is not installed: the AutoTokenizer check was skipped "
+                                             "(pip install transformers to run it)")
 
 
 def check_tokenizer(directory: Path, pairs_by_query: Sequence[Sequence[tuple[str, str]]],
@@ -155,12 +161,46 @@ def check_tokenizer(directory: Path, pairs_by_query: Sequence[Sequence[tuple[str
     way scores drift for no reason the parity gate can see. Without transformers the check is
     skipped, and the result says so.
     """
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
-        from transformers import AutoTokenizer
-        from transformers.utils import logging as hf_logging
-    except ImportError:
-        return TokenizerCheck(False, note="transformers is not installed: the AutoTokenizer check was skipped "
-                                          "(pip install transformers to run it)")
+        binding = _check_binding(directory, pairs_by_query, expected, max_tokens, input_names, version("transformers"))
+    except PackageNotFoundError:
+        return NO_TRANSFORMERS
+    entry = cache_dir() / "tokenizer-check" / f"{sha256_bytes(json.dumps(binding, sort_keys=True).encode())[:24]}.json"
+    if caches_readable():
+        payload, _ = read_bound(entry, binding)
+        if payload is not None and payload.decode("utf-8", "replace").isidentifier():
+            return TokenizerCheck(True, sum(len(q) for q in expected), payload.decode(), remembered=True)
+    try:
+        check = _check_with_transformers(directory, pairs_by_query, expected, max_tokens, input_names)
+    except ImportError:  # installed but not importable
+        return NO_TRANSFORMERS
+    write_bound(entry, binding, check.tokenizer_class.encode())
+    return check
+
+
+def _check_binding(directory: Path, pairs_by_query: Sequence[Sequence[tuple[str, str]]],
+                   expected: Sequence[Sequence[Feeds]], max_tokens: int, input_names: Sequence[str],
+                   transformers: str) -> dict[str, object]:
+    """What a passed check holds for: every file AutoTokenizer may read (all but the graph and its data), the
+    pairs and autotune's feeds (as hashes), the cut, the inputs and transformers' version. `import
+    transformers` took 6.5 s of every run that wrote a model (it imports torch and scikit-learn); a rerun on
+    the same files and workload reads the verdict instead."""
+    files = {p.name: sha256_file(p) for p in sorted(directory.iterdir())
+             if p.is_file() and not p.name.endswith((".onnx", ".onnx_data")) and p.name != MODEL_MARKER}
+    fed = sha256_bytes(json.dumps([[list(p) for p in q] for q in pairs_by_query]).encode()
+                       + json.dumps([[{k: list(v) for k, v in f.items()} for f in q] for q in expected]).encode())
+    return {"kind": "tokenizer-check", "files": files, "pairs": fed, "max_tokens": max_tokens,
+            "inputs": list(input_names), "transformers": transformers}
+
+
+def _check_with_transformers(directory: Path, pairs_by_query: Sequence[Sequence[tuple[str, str]]],
+                             expected: Sequence[Sequence[Feeds]], max_tokens: int, input_names: Sequence[str]
+                             ) -> TokenizerCheck:
+    from transformers import AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
     hf_logging.set_verbosity_error()
     try:
         tok = AutoTokenizer.from_pretrained(str(directory))

@@ -80,3 +80,34 @@ def test_without_transformers_the_check_says_it_was_skipped(tmp_path, tiny_model
     monkeypatch.setattr(builtins, "__import__", no_transformers)
     check = check_tokenizer(tmp_path, PAIRS, expected(tiny_model_dir), 128, INPUTS)
     assert not check.checked and "skipped" in check.note
+
+
+def test_a_passed_check_is_read_again_for_the_same_files_and_pairs_only(tmp_path, tiny_model_dir, monkeypatch):
+    """`import transformers` takes seconds (torch, scikit-learn): a rerun on the same files and workload reads the
+    verdict; another tokenizer file, other pairs or `--fresh` check again."""
+    from autotune.outputs import model_dir
+    from autotune.paths import read_caches
+
+    pytest.importorskip("transformers", reason="the AutoTokenizer check needs transformers (the torch extra)")
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path / "cache"))
+    staged = stage_model_dir(tmp_path / "r", onnx_file=tiny_model_dir / "model.onnx", source_dir=tiny_model_dir,
+                             input_names=INPUTS, max_tokens=128, owner="r")
+    first = check_tokenizer(staged.staging, PAIRS, expected(tiny_model_dir), 128, INPUTS)
+    assert first.checked and not first.remembered
+    checked = []
+    real = model_dir._check_with_transformers
+    monkeypatch.setattr(model_dir, "_check_with_transformers", lambda *a: checked.append(a) or real(*a))
+    again = check_tokenizer(staged.staging, PAIRS, expected(tiny_model_dir), 128, INPUTS)
+    assert again.remembered and again.tokenizer_class == first.tokenizer_class and again.pairs == 2 and not checked
+    check_tokenizer(staged.staging, [PAIRS[0][:1]], [expected(tiny_model_dir)[0][:1]], 128, INPUTS)
+    assert len(checked) == 1  # other pairs: checked
+    (staged.staging / "special_tokens_map.json").write_text("{}")
+    check_tokenizer(staged.staging, PAIRS, expected(tiny_model_dir), 128, INPUTS)
+    assert len(checked) == 2  # another file AutoTokenizer may read: checked
+    read_caches(False)
+    try:
+        assert not check_tokenizer(staged.staging, PAIRS, expected(tiny_model_dir), 128, INPUTS).remembered
+    finally:
+        read_caches(True)
+    assert len(checked) == 3
+    staged.discard()
