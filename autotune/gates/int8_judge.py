@@ -205,10 +205,7 @@ def sensitivities(pool: OnnxPool, source: Path, workload: Workload, reference: l
     measured = {}
     with tempfile.TemporaryDirectory(prefix="autotune-int8-") as scratch:
         for name, graph in alone_in_int8(source, scales, has_vnni=has_vnni, scratch=Path(scratch)):
-            engine = pool.engine_on(graph, judged_at(scales))
-            scores = replay(engine, sample.queries, keep_scores=True).scores
-            del engine
-            measured[name] = float(np.mean(np.abs(logits(scores) - ref)))
+            measured[name] = float(np.mean(np.abs(logits(_scores_on(pool, graph, scales, sample)) - ref)))
     write_bound(path, binding, json.dumps(measured, indent=1).encode())
     return measured, "measured"
 
@@ -233,10 +230,13 @@ def _scratch_scores(pool: OnnxPool, source: Path, variant: Int8Variant, workload
     """A variant's scores from a graph quantized into a scratch file (the cache keeps only what is chosen)."""
     with tempfile.TemporaryDirectory(prefix="autotune-int8-") as scratch:
         path = quantize_to(Path(scratch) / "model.onnx", source, has_vnni=has_vnni, variant=variant)
-        engine = pool.engine_on(path, judged_at(variant.scales))
-        scores = replay(engine, workload.queries, keep_scores=True).scores
-        del engine
-    return scores
+        return _scores_on(pool, path, variant.scales, workload)
+
+
+def _scores_on(pool: OnnxPool, graph: Path, scales: str, workload: Workload) -> list[np.ndarray]:
+    """Scores from a graph file of the judge's own, in a session made for it and freed at once."""
+    engine = pool.engine_on(graph, judged_at(scales))
+    return replay(engine, workload.queries, keep_scores=True).scores
 
 
 
