@@ -16,16 +16,13 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import WORKLOADS
+from _common import WORKLOADS, host_line, setup
 
 from autotune.gates.int8_judge import judged_at, sensitivity_sample
 from autotune.gates.parity import logits, reference_scores, spearman
-from autotune.host import default_probe
 from autotune.measure.timing import replay
 from autotune.runtime.engine import REFERENCE
-from autotune.runtime.model import build_default_model
 from autotune.runtime.quantize import Int8Variant, alone_in_int8, int8_format, quantize_to, weight_matmuls
-from autotune.runtime.targets import get_target
 from autotune.workload.queries import Workload
 
 
@@ -34,8 +31,7 @@ def main() -> None:
     parser.add_argument("--scales", default="per-channel,per-token")
     parser.add_argument("--workload", default="example")
     args = parser.parse_args()
-    host = default_probe().probe()
-    pool = get_target("onnx").pool(build_default_model(), has_vnni=host.has_vnni, usable_cores=host.cores.usable)
+    host, _bundle, pool = setup()
     workload = WORKLOADS[args.workload]()
     reference = reference_scores(pool, workload, host.onnxruntime)
     picked = sensitivity_sample(workload)
@@ -43,8 +39,8 @@ def main() -> None:
     ref = logits([reference[i] for i in picked])
     source = pool.model_path(REFERENCE)
     names = weight_matmuls(source)
-    print(f"host: {host.brand}, vnni={host.has_vnni}, int8 format {int8_format(host.has_vnni)}; "
-          f"{len(names)} MatMuls, {sum(len(q.documents) for q in sample.queries)} pairs each")
+    print(f"{host_line(host)}; int8 format {int8_format(host.has_vnni)}; {len(names)} MatMuls, "
+          f"{sum(len(q.documents) for q in sample.queries)} pairs each")
 
     def sensitivity(graph: Path, scales: str) -> float:
         scores = replay(pool.engine_on(graph, judged_at(scales)), sample.queries, keep_scores=True).scores

@@ -170,8 +170,9 @@ def check_tokenizer(directory: Path, pairs_by_query: Sequence[Sequence[tuple[str
     entry = cache_dir() / "tokenizer-check" / f"{sha256_bytes(json.dumps(binding, sort_keys=True).encode())[:24]}.json"
     if caches_readable():
         payload, _ = read_bound(entry, binding)
-        if payload is not None and payload.decode("utf-8", "replace").isidentifier():
-            return TokenizerCheck(True, sum(len(q) for q in expected), payload.decode(), remembered=True)
+        name = None if payload is None else payload.decode("utf-8", "replace")
+        if name is not None and name.isidentifier():
+            return TokenizerCheck(True, sum(len(q) for q in expected), name, remembered=True)
     try:
         check = _check_with_transformers(directory, pairs_by_query, expected, max_tokens, input_names)
     except ImportError:  # installed but not importable
@@ -183,12 +184,12 @@ def check_tokenizer(directory: Path, pairs_by_query: Sequence[Sequence[tuple[str
 def _check_binding(directory: Path, pairs_by_query: Sequence[Sequence[tuple[str, str]]],
                    expected: Sequence[Sequence[Feeds]], max_tokens: int, input_names: Sequence[str],
                    transformers: str) -> dict[str, object]:
-    """What a passed check holds for: every file AutoTokenizer may read (all but the graph and its data), the
-    pairs and autotune's feeds (as hashes), the cut, the inputs and transformers' version. `import
-    transformers` took 6.5 s of every run that wrote a model (it imports torch and scikit-learn); a rerun on
-    the same files and workload reads the verdict instead."""
-    files = {p.name: sha256_file(p) for p in sorted(directory.iterdir())
-             if p.is_file() and not p.name.endswith((".onnx", ".onnx_data")) and p.name != MODEL_MARKER}
+    """What a passed check holds for: the tokenizer files a model directory carries (`TOKENIZER_FILES`, the
+    only ones AutoTokenizer reads there: not the graph, not a PyTorch checkpoint), the pairs and autotune's
+    feeds (as hashes), the cut, the inputs and transformers' version. `import transformers` took 6.5 s of
+    every run that wrote a model (it imports torch and scikit-learn); a rerun on the same files and workload
+    reads the verdict instead."""
+    files = {name: sha256_file(directory / name) for name in TOKENIZER_FILES if (directory / name).is_file()}
     fed = sha256_bytes(json.dumps([[list(p) for p in q] for q in pairs_by_query]).encode()
                        + json.dumps([[{k: list(v) for k, v in f.items()} for f in q] for q in expected]).encode())
     return {"kind": "tokenizer-check", "files": files, "pairs": fed, "max_tokens": max_tokens,

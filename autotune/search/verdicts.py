@@ -27,10 +27,6 @@ def _verdicts(store: Any) -> optuna.Study:
     return optuna.create_study(study_name=VERDICTS_STUDY, storage=store, load_if_exists=True)
 
 
-def _attr(kind: str, key: str) -> str:
-    return f"{kind}:{sha256_bytes(key.encode())[:24]}"
-
-
 @dataclass(frozen=True)
 class StoredSpeed:
     """int8's speed on one host type, model, ONNX Runtime and token cut (`key`), kept in `store`. With
@@ -40,17 +36,23 @@ class StoredSpeed:
     key: str
 
     def recall(self) -> Int8Speed | None:
-        if not caches_readable():
-            return None
-        text = _verdicts(self.store).user_attrs.get(_attr("int8-speed", self.key))
-        return speed_from_text(text) if isinstance(text, str) else None
+        return self._held(_verdicts(self.store))
 
     def keep(self, speed: Int8Speed) -> Int8Speed:
         with shared_lock(self.store):
             study = _verdicts(self.store)
-            held = study.user_attrs.get(_attr("int8-speed", self.key))
-            agreed = speed_from_text(held) if isinstance(held, str) and caches_readable() else None
+            agreed = self._held(study)
             if agreed is not None:  # another host kept one while this one measured: theirs holds
                 return agreed
-            study.set_user_attr(_attr("int8-speed", self.key), speed_text(speed))
+            study.set_user_attr(self._attr(), speed_text(speed))
             return speed
+
+    def _attr(self) -> str:
+        return f"int8-speed:{sha256_bytes(self.key.encode())[:24]}"
+
+    def _held(self, study: optuna.Study) -> Int8Speed | None:
+        """The verdict `study` keeps for this key; none with `--fresh`, which measures again."""
+        if not caches_readable():
+            return None
+        text = study.user_attrs.get(self._attr())
+        return speed_from_text(text) if isinstance(text, str) else None
