@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from autotune.analysis.explain import SCOPE_STEPS
 from autotune.host import HostInfo
-from autotune.search.finalists import SearchResult
+from autotune.pipeline.record import SearchResult
 
 if TYPE_CHECKING:
     from autotune.analysis.bench import BenchResult

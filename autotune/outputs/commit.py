@@ -1,11 +1,13 @@
 """The last phase of a run: check every output path up front, then stage the model directory and the files,
 check them, and put them all in place together, or none.
 
-It takes the paths as `OutputPaths` (not the pipeline's options), so `outputs` needs nothing above it.
+It takes the paths as `OutputPaths` (not the pipeline's options) and the pick as `Pick` (not the run's record), and
+the pipeline describes the profile from what was staged (`Emitted`), so `outputs` needs nothing above it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,15 +26,10 @@ from autotune.outputs.profile import (
 )
 
 if TYPE_CHECKING:
-    from autotune.gates.selfcheck import SelfCheck
     from autotune.host import HostInfo
-    from autotune.measure.noise import Conditions
     from autotune.runtime.engine import EngineConfig, ScoringPool
     from autotune.runtime.model import ModelBundle
-    from autotune.runtime.space import SearchSpace
     from autotune.runtime.targets import Target
-    from autotune.search.finalists import SearchResult
-    from autotune.search.space import SearchSettings
     from autotune.workload.queries import Workload
 
 
@@ -61,7 +58,30 @@ class OutputPaths:
         return self.compose_file
 
 
-@dataclass
+@dataclass(frozen=True)
+class Pick:
+    """What the files say of a run's pick: its configuration, and the keys its phases found besides the target's."""
+
+    config: EngineConfig
+    scope_keys: dict[str, str]  # what Hindsight hands any provider: the pool, the token cut
+    client_keys: dict[str, str]  # a sidecar's client keys, sized under load
+    served_max_length: int | None = None  # the longest pair the memory budget was measured for
+
+
+@dataclass(frozen=True)
+class Emitted:
+    """What the commit staged, for the profile that describes it."""
+
+    name: str
+    env_keys: dict[str, str]
+    model_dir: str | None
+    model_path_in_container: str | None
+    tokenizer_check: dict[str, Any] | None
+    emitted_sha256: str | None
+    model_files: dict[str, str] | None
+
+
+@dataclass(frozen=True)
 class Written:
     """What the commit put in place."""
 
@@ -98,21 +118,20 @@ def check_outputs(paths: OutputPaths, target: Target, name: str, *, inputs: dict
         check_writable(model_out.parent / "x")
 
 
-def write_outputs(paths: OutputPaths, *, target: Target, result: SearchResult, host: HostInfo, bundle: ModelBundle,
-                  pool: ScoringPool, workload: Workload, space: SearchSpace, settings: SearchSettings,
-                  conditions: Conditions, int8_sample: dict[str, Any] | None,
-                  recording: SelfCheck | None, model_ref: str, max_tokens: int) -> Written:
-    """Stage the model directory (checked token for token), then commit it with the files."""
+def write_outputs(paths: OutputPaths, *, target: Target, pick: Pick, host: HostInfo, bundle: ModelBundle,
+                  pool: ScoringPool, workload: Workload, model_ref: str, max_tokens: int,
+                  describe: Callable[[Emitted], dict[str, Any]]) -> Written:
+    """Stage the model directory (checked token for token), then commit it with the files; `describe` makes the
+    profile from what was staged."""
     name = paths.profile_name(host)  # --name was checked up front
     staged, check = None, None
     model_dir = target.model_dir(lambda: paths.model_dir(name))
     if model_dir is not None:
-        staged, check = _stage_model(model_dir, bundle, pool, result.winner.config, workload, name, max_tokens)
+        staged, check = _stage_model(model_dir, bundle, pool, pick.config, workload, name, max_tokens)
     try:
-        return _commit(paths, target=target, result=result, host=host, bundle=bundle, workload=workload,
-                       space=space, settings=settings, conditions=conditions, int8_sample=int8_sample,
-                       recording=recording, name=name, model_ref=model_ref, max_tokens=max_tokens, staged=staged,
-                       check=check, model_dir=model_dir)
+        return _commit(paths, target=target, pick=pick, host=host, workload=workload, name=name,
+                       model_ref=model_ref, max_tokens=max_tokens, staged=staged, check=check, model_dir=model_dir,
+                       describe=describe)
     finally:
         if staged is not None:
             staged.discard()  # a no-op once committed; otherwise nothing half-made is left beside it
@@ -140,35 +159,25 @@ def _stage_model(destination: Path, bundle: ModelBundle, pool: ScoringPool, winn
     return staged, check
 
 
-def _commit(paths: OutputPaths, *, target: Target, result: SearchResult, host: HostInfo, bundle: ModelBundle,
-            workload: Workload, space: SearchSpace, settings: SearchSettings, conditions: Conditions,
-            int8_sample: dict[str, Any] | None, recording: SelfCheck | None, name: str, model_ref: str,
-            max_tokens: int, staged: StagedModel | None, check: TokenizerCheck | None,
-            model_dir: Path | None) -> Written:
+def _commit(paths: OutputPaths, *, target: Target, pick: Pick, host: HostInfo, workload: Workload, name: str,
+            model_ref: str, max_tokens: int, staged: StagedModel | None, check: TokenizerCheck | None,
+            model_dir: Path | None, describe: Callable[[Emitted], dict[str, Any]]) -> Written:
     """Build the keys and the profile, stage every file, then put the model directory and the files in place."""
     from autotune.outputs.compose import render_for_target
-    from autotune.outputs.profile_doc import build_profile
     from autotune.runtime.targets import EnvContext
 
     env_model_dir = paths.model_path_in_container or (str(model_dir.resolve()) if model_dir is not None else None)
     env_text = read_text_exact(paths.env_file)
     ctx = EnvContext(model_ref=model_ref, model_dir=env_model_dir, tei_url=paths.tei_url,
                      tei_batch_size=tei_batch_size(user_values(env_text), workload.max_candidates),
-                     max_tokens=max_tokens, usable_cores=host.cores.usable,
-                     client_keys={} if result.load is None else result.load.client_keys,
-                     served_max_length=None if result.memory is None else result.memory.served_max_length())
-    keys = target.env_keys(result.winner.config, ctx)
-    if result.scope is not None:
-        keys.update(result.scope.env_keys())  # what Hindsight hands any provider: the pool, the token cut
-    profile = build_profile(name=name, target=target, result=result, host=host, bundle=bundle, model_ref=model_ref,
-                            workload=workload, space=space, settings=settings, conditions=conditions,
-                            int8_sample=int8_sample, max_tokens=max_tokens, env_keys=keys,
-                            model_dir=None if model_dir is None else str(model_dir),
-                            model_path_in_container=paths.model_path_in_container,
-                            tokenizer_check=None if check is None else check.to_dict(),
-                            emitted_sha256=None if staged is None else staged.sha256,
-                            model_files=None if staged is None else staged.files,
-                            recording_check=None if recording is None else recording.to_dict())
+                     max_tokens=max_tokens, usable_cores=host.cores.usable, client_keys=pick.client_keys,
+                     served_max_length=pick.served_max_length)
+    keys = {**target.env_keys(pick.config, ctx), **pick.scope_keys}
+    profile = describe(Emitted(name=name, env_keys=keys, model_dir=None if model_dir is None else str(model_dir),
+                               model_path_in_container=paths.model_path_in_container,
+                               tokenizer_check=None if check is None else check.to_dict(),
+                               emitted_sha256=None if staged is None else staged.sha256,
+                               model_files=None if staged is None else staged.files))
     merge = merge_env(env_text, keys)
     path = profile_path(paths.profile_dir, name)
     compose_path = paths.compose(target)

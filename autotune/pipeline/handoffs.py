@@ -24,11 +24,12 @@ from autotune.measure.noise import Conditions
 from autotune.measure.timing import Load
 from autotune.pipeline.budget import Plan
 from autotune.pipeline.options import RunOptions
+from autotune.pipeline.record import SearchResult
 from autotune.runtime.engine import EngineTraits, ScoringPool
 from autotune.runtime.model import ModelBundle
 from autotune.runtime.space import SearchSpace
 from autotune.runtime.targets import Target
-from autotune.search.finalists import Finalist, SearchResult
+from autotune.search.finalists import Finalist
 from autotune.search.objective import Objective
 from autotune.search.scope_outcome import ScopeOutcome
 from autotune.search.space import SearchSettings

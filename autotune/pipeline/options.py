@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from autotune.host import HostInfo
     from autotune.outputs.envfile import MergeResult
     from autotune.outputs.model_dir import TokenizerCheck
+    from autotune.pipeline.record import SearchResult
     from autotune.runtime.model import ModelBundle
-    from autotune.search.finalists import SearchResult
     from autotune.workload.queries import Workload
 
 

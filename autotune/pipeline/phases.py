@@ -32,18 +32,20 @@ from autotune.measure.memory_guard import measuring, raise_budget
 from autotune.measure.noise import Conditions, NoiseSample, trustworthiness, wait_quiet
 from autotune.measure.stats import NOISY_SPREAD
 from autotune.measure.timing import Load, scores_of, seconds_per_pair
-from autotune.outputs.commit import check_outputs, write_outputs
+from autotune.outputs.commit import Emitted, Pick, check_outputs, write_outputs
 from autotune.outputs.envfile import read_text_exact, user_values
 from autotune.outputs.profile import check_name, load_profile, profile_config, profile_path
 from autotune.pipeline.budget import Costs, Plan, plan_run
 from autotune.pipeline.handoffs import Checked, Judged, Loaded, Picked, Prepared, Raced, Scoped, Searched, Tuning
 from autotune.pipeline.options import RunOptions, RunOutcome
+from autotune.pipeline.profile_doc import build_profile
+from autotune.pipeline.record import SearchResult
 from autotune.pipeline.scoping import scope_phase
 from autotune.runtime.engine import REFERENCE, EngineConfig, EngineTraits, ScoringPool
 from autotune.runtime.model import ModelBundle
 from autotune.runtime.space import SearchSpace
 from autotune.runtime.targets import SpaceLimits, Target, get_target
-from autotune.search.finalists import SearchResult, challenge, choose, finalists_from, rerace
+from autotune.search.finalists import challenge, choose, finalists_from, rerace
 from autotune.search.memory_report import calibrated_memory_model, memory_report
 from autotune.search.objective import Objective
 from autotune.search.refine import Refiner, RefineResult, neighbours_summary
@@ -407,11 +409,20 @@ def commit(t: Tuning, judged: Judged) -> RunOutcome:
     """Stage, check and put every output in place together (`outputs.commit`)."""
     run, loaded = t.prepared, t.loaded
     opts, target, bundle = run.opts, run.target, loaded.bundle
-    written = write_outputs(opts.outputs(), target=target, result=judged.result, host=run.host, bundle=bundle,
-                            pool=loaded.pool, workload=run.workload, space=t.space, settings=t.settings,
-                            conditions=judged.conditions, int8_sample=judged.int8_sample,
-                            recording=loaded.recording, model_ref="default" if opts.model is None else str(opts.model),
-                            max_tokens=_max_tokens(bundle, loaded.traits))
+    result, max_tokens = judged.result, _max_tokens(bundle, loaded.traits)
+    model_ref = "default" if opts.model is None else str(opts.model)
+    pick = Pick(result.winner.config, scope_keys={} if result.scope is None else result.scope.env_keys(),
+                client_keys={} if result.load is None else result.load.client_keys,
+                served_max_length=None if result.memory is None else result.memory.served_max_length())
+
+    def describe(emitted: Emitted) -> dict[str, Any]:
+        return build_profile(emitted, target=target, result=result, host=run.host, bundle=bundle,
+                             model_ref=model_ref, workload=run.workload, space=t.space, settings=t.settings,
+                             conditions=judged.conditions, int8_sample=judged.int8_sample, max_tokens=max_tokens,
+                             recording_check=None if loaded.recording is None else loaded.recording.to_dict())
+
+    written = write_outputs(opts.outputs(), target=target, pick=pick, host=run.host, bundle=bundle, pool=loaded.pool,
+                            workload=run.workload, model_ref=model_ref, max_tokens=max_tokens, describe=describe)
     return RunOutcome(judged.result, run.host, bundle, run.workload, written.profile_path, written.profile,
                       written.env, written.compose_path, target.name, written.model_dir, written.tokenizer_check,
                       loaded.recording)

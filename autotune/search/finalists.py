@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import optuna
@@ -24,15 +24,11 @@ from autotune.measure.stats import (
 from autotune.measure.timing import Load, PassTimer, interleaved_passes
 from autotune.runtime.engine import EngineConfig, ScoringPool
 from autotune.runtime.space import SearchSpace
-from autotune.search.study import PARAMS, TrialRecord, config_of, is_feasible
+from autotune.search.study import PARAMS, config_of, is_feasible
 from autotune.workload.queries import Query, Workload
 
 if TYPE_CHECKING:
-    from autotune.gates.prechecks import Dropped
-    from autotune.measure.client_sizing import ServedLoad
-    from autotune.search.memory_report import MemoryReport
-    from autotune.search.refine import RefineResult
-    from autotune.search.scope_outcome import ScopeOutcome
+    pass
 
 
 @dataclass(frozen=True)
@@ -44,44 +40,6 @@ class Finalist:
     is_baseline: bool = False
     single: Latency | None = None  # one query at a time, when `latency` was measured under load
     throughput: dict[int, float] = field(default_factory=dict)  # pairs per second, by concurrency
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    study_name: str
-    winner: Finalist
-    baseline: Finalist | None  # None when Hindsight's defaults would not fit the memory budget
-    finalists: list[Finalist]
-    trials: list[TrialRecord]
-    warnings: list[str] = field(default_factory=list)
-    resumed_trials: int = 0
-    refined: RefineResult | None = None
-    dropped: list[Dropped] = field(default_factory=list)
-    memory: MemoryReport | None = None  # what the pick needs when served
-    trials_planned: int = 0
-    elapsed_s: float = 0.0
-    baseline_skipped: str | None = None  # why the baseline was not raced
-    candidate_cap: dict[str, Any] | None = None  # the .env's MAX_TOKENS_PER_CANDIDATE, applied to the replay
-    phases_s: dict[str, float] = field(default_factory=dict)  # wall time: load, precheck, search, refine, race...
-    plan: dict[str, Any] | None = None  # the time plan: each phase's estimate, and what it cut to fit --timeout
-    load: ServedLoad | None = None  # the tei sidecar under concurrent recalls, and its client keys
-    concurrency: int = 1  # recalls at once every candidate was timed under (queueing in its latency)
-    rerun: str | None = None  # on a rerun: whether the committed pick was kept, and why
-    scope: ScopeOutcome | None = None  # how much Hindsight scores (pool cap, token cut) and the result gate
-
-    @property
-    def measuring_s(self) -> float:
-        return sum(v for k, v in self.phases_s.items() if k in ("search", "refine", "race", "scope"))
-
-    @property
-    def speedup_p95(self) -> float | None:
-        if self.baseline is None:
-            return None
-        return self.baseline.latency.p95_ms / self.winner.latency.p95_ms
-
-    @property
-    def rejected(self) -> list[TrialRecord]:
-        return [t for t in self.trials if t.rejected]
 
 
 def finalists_from(study: optuna.Study, space: SearchSpace, k: int, *, first: EngineConfig | None = None,

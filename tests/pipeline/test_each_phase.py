@@ -26,8 +26,9 @@ from autotune.measure.stats import Latency
 from autotune.pipeline import phases
 from autotune.pipeline.handoffs import Checked, Judged, Loaded, Prepared, Raced, Scoped, Searched, Tuning
 from autotune.pipeline.options import RunOptions
+from autotune.pipeline.record import SearchResult
 from autotune.runtime.engine import EngineConfig
-from autotune.search.finalists import Finalist, SearchResult
+from autotune.search.finalists import Finalist
 from autotune.search.memory_report import MemoryReport
 from autotune.search.objective import Objective
 from autotune.search.scope_outcome import ScopeOutcome

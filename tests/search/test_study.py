@@ -85,7 +85,7 @@ def test_choose_lowest_p95_and_warn_when_noisy():
 
 def test_a_result_without_a_raced_baseline_says_why_instead_of_a_speedup():
     from autotune.analysis.summary import format_result
-    from autotune.search.finalists import SearchResult
+    from autotune.pipeline.record import SearchResult
 
     fast = _finalist([150, 151, 150])
     result = SearchResult("s", fast, None, [fast], [], baseline_skipped="estimated 9000 MB would pass the budget")

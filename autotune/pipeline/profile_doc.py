@@ -1,4 +1,5 @@
-"""What a profile says: built from a finished search, with hashes and counts of the workload, never its text."""
+"""What a profile says: built from a run's record and what the commit staged, with hashes and counts of the
+workload, never its text. `outputs` renders and writes it; what goes in it is the pipeline's to say."""
 
 from __future__ import annotations
 
@@ -9,38 +10,36 @@ from autotune.outputs.profile import SCHEMA, now_iso, versions
 if TYPE_CHECKING:
     from autotune.host import HostInfo
     from autotune.measure.noise import Conditions
+    from autotune.outputs.commit import Emitted
+    from autotune.pipeline.record import SearchResult
     from autotune.runtime.model import ModelBundle
     from autotune.runtime.space import SearchSpace
     from autotune.runtime.targets import Target
-    from autotune.search.finalists import SearchResult
     from autotune.search.space import SearchSettings
     from autotune.workload.queries import Workload
 
 
-def build_profile(*, name: str, target: Target, result: SearchResult, host: HostInfo, bundle: ModelBundle,
+def build_profile(emitted: Emitted, *, target: Target, result: SearchResult, host: HostInfo, bundle: ModelBundle,
                   model_ref: str, workload: Workload, space: SearchSpace, settings: SearchSettings,
                   conditions: Conditions, int8_sample: dict[str, Any] | None, max_tokens: int,
-                  env_keys: dict[str, str], model_dir: str | None, model_path_in_container: str | None,
-                  tokenizer_check: dict[str, Any] | None, emitted_sha256: str | None = None,
-                  recording_check: dict[str, Any] | None = None,
-                  model_files: dict[str, str] | None = None) -> dict[str, Any]:
+                  recording_check: dict[str, Any] | None = None) -> dict[str, Any]:
     winner = result.winner
     return {
         "schema": SCHEMA,
-        "name": name,
+        "name": emitted.name,
         "created": now_iso(),
         "target": target.name,
         "host": host.to_dict(),
         "model": {"name": bundle.name, "ref": model_ref, "sha256": bundle.sha256,
                   "max_length": bundle.max_length, "max_tokens": max_tokens, **bundle.scoring_fields(),
-                  "dir": model_dir, "emitted_sha256": emitted_sha256, "files": model_files,
-                  "path_in_container": model_path_in_container,
+                  "dir": emitted.model_dir, "emitted_sha256": emitted.emitted_sha256, "files": emitted.model_files,
+                  "path_in_container": emitted.model_path_in_container,
                   # which int8 graph the emitted model is, so that `apply` rebuilds the same one
                   "int8_variant": (int8_sample or {}).get("variant") if winner.config.precision == "int8" else None,
-                  "tokenizer_check": tokenizer_check},
+                  "tokenizer_check": emitted.tokenizer_check},
         "workload": {**workload.summary(), "self_check": recording_check, "candidate_cap": result.candidate_cap},
         "config": winner.config.to_dict(),
-        "env": env_keys,
+        "env": emitted.env_keys,
         "metrics": {
             "p50_ms": round(winner.latency.p50_ms, 3),
             "p95_ms": round(winner.latency.p95_ms, 3),
