@@ -106,9 +106,10 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     from autotune.fileio import reset_commits
+    from autotune.signals import held_imports
 
     reset_commits()
-    with _signals_as_interrupt():
+    with _signals_as_interrupt(), held_imports():  # a Ctrl-C inside a C extension's init once crashed CPython
         return _main(argv, out, err, debug)
 
 

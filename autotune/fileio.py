@@ -14,12 +14,8 @@ import errno
 import hashlib
 import json
 import os
-import signal
 import stat
 import tempfile
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from autotune.errors import AutotuneError, OutputError
@@ -257,31 +253,6 @@ def umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
-
-
-@contextmanager
-def deferred_interrupts() -> Iterator[None]:
-    """Hold Ctrl-C/SIGTERM while a set of outputs is written, so they land together or not at all.
-
-    Python runs signal handlers in the main thread whichever thread the kernel picked (ORT and
-    tokenizers keep pools of their own), so swapping the handler is what reliably defers them.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received: list[int] = []
-
-    def hold(signum: int, frame: object) -> None:
-        received.append(signum)
-
-    previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    if received:
-        raise KeyboardInterrupt
 
 
 def sha256_bytes(data: bytes) -> str:

@@ -6,7 +6,8 @@ import signal
 import pytest
 
 from autotune.errors import OutputError
-from autotune.fileio import check_writable, deferred_interrupts, write_atomic
+from autotune.fileio import check_writable, write_atomic
+from autotune.signals import deferred_interrupts
 
 
 def test_write_atomic_replaces_whole_file_and_keeps_mode(tmp_path):

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autotune.errors import DriftError, OptionsError
-from autotune.fileio import StagedFiles, deferred_interrupts
+from autotune.fileio import StagedFiles
 from autotune.hindsight.keys import SCOPE_SPEC
 from autotune.host import HostInfo
 from autotune.outputs.compose import check_container_path, render_for_profile
@@ -23,6 +23,7 @@ from autotune.outputs.profile import load_profile, profile_target
 from autotune.outputs.rebuild import restore_model
 from autotune.runtime.targets import get_target
 from autotune.runtime.targets.key_spec import check_keys, env_texts
+from autotune.signals import deferred_interrupts
 
 
 @dataclass

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autotune.fileio import StagedFiles, check_writable, deferred_interrupts
+from autotune.fileio import StagedFiles, check_writable
 from autotune.outputs.compose import check_container_path
 from autotune.outputs.envfile import MergeResult, check_value, merge_env, read_text_exact, user_values
 from autotune.outputs.model_dir import StagedModel, TokenizerCheck, check_tokenizer, stage_model_dir
@@ -24,6 +24,7 @@ from autotune.outputs.profile import (
     render_profile,
     tei_batch_size,
 )
+from autotune.signals import deferred_interrupts
 
 if TYPE_CHECKING:
     from autotune.host import HostInfo

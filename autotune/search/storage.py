@@ -61,7 +61,7 @@ def interrupt_safe_journal(path: Path) -> Any:
     """
     from optuna.storages.journal import JournalFileBackend
 
-    from autotune.fileio import deferred_interrupts
+    from autotune.signals import deferred_interrupts
 
     class InterruptSafeJournal(JournalFileBackend):
         def append_logs(self, logs: list[dict[str, Any]]) -> None:
