@@ -8,6 +8,8 @@ its internals.
 from __future__ import annotations
 
 import contextlib
+import copy
+import functools
 import hashlib
 import json
 import math
@@ -115,6 +117,15 @@ def cgroup_cpu_limit(read: Any = None) -> float | None:
     return None
 
 
+@functools.cache
+def _cpu_info() -> dict[str, Any]:
+    """py-cpuinfo's reading, once per process: it runs a Python child that times cpuid (about 1 s), and the CPU
+    a process runs on does not change; a suite of in-process runs paid it on every run."""
+    import cpuinfo
+
+    return cpuinfo.get_cpu_info()
+
+
 def _read_text(path: str) -> str | None:
     try:
         return Path(path).read_text().strip()
@@ -126,9 +137,7 @@ class HostProbe:
     """Reads the host. Subclass and override a reader to fake a host in tests."""
 
     def cpu_info(self) -> dict[str, Any]:
-        import cpuinfo
-
-        return cpuinfo.get_cpu_info()
+        return copy.deepcopy(_cpu_info())
 
     def affinity(self) -> int:
         try:

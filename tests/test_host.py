@@ -64,3 +64,22 @@ def test_amx_is_not_part_of_the_fingerprint():
     host = HostProbe().probe()
     assert replace(host, amx={}).fingerprint == host.fingerprint
     assert HostInfo.from_dict(host.to_dict()) == host
+
+
+def test_the_cpu_is_read_once_per_process(monkeypatch):
+    """py-cpuinfo times cpuid in a child process (about 1 s): a second probe in the same process reuses the first
+    reading, and a caller that changes what it got back changes nothing for the next."""
+    import cpuinfo
+
+    from autotune import host
+
+    calls = []
+    monkeypatch.setattr(cpuinfo, "get_cpu_info", lambda: calls.append(1) or {"flags": ["avx2"], "brand_raw": "x"})
+    host._cpu_info.cache_clear()
+    try:
+        first = HostProbe().cpu_info()
+        first["flags"].append("avx512f")
+        assert HostProbe().cpu_info() == {"flags": ["avx2"], "brand_raw": "x"}
+        assert HostProbe().probe().isa["avx2"] and len(calls) == 1
+    finally:
+        host._cpu_info.cache_clear()
