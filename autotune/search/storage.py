@@ -49,26 +49,43 @@ def open_storage(storage: str | None, *, fresh: bool = False) -> Any:
         return JournalStorage(interrupt_safe_journal(path))
 
 
-def interrupt_safe_journal(path: Path) -> Any:
-    """Optuna's journal file, each append made whole before a Ctrl-C or SIGTERM lands.
+JOURNAL_LOCK_SUFFIX = ".autotune-lock"
 
-    Optuna's journal lock cleans up after an interrupt by guessing where it landed. One landing inside
-    `release()` before its rename makes it unlink a `.rename` file that was never made: the
-    `FileNotFoundError on …journal.lock<uuid>.rename` seen in about 1 in 30 interrupted runs, which also
-    left the lock file behind for the next run to wait out (30 s). One landing while `acquire()` waits
-    makes it release a lock another process holds. Held until the append is done, the signal can land in
-    neither.
+
+def interrupt_safe_journal(path: Path) -> Any:
+    """Optuna's journal file, each append made whole before a Ctrl-C or SIGTERM lands, under a lock that dies
+    with its holder.
+
+    Optuna's own journal lock is a file it creates and removes, and it breaks one left behind only after a
+    grace period of 30 s. A run killed inside an append (SIGKILL, the OOM killer, `docker kill`) left it, and
+    the next run's first append waited those 30 s: a kernel file lock (flock, as the measuring lock) is let go
+    when its holder dies. Its cleanup after an interrupt guessed where the signal landed, too (a missing
+    `.rename` file in about 1 in 30 interrupted runs); holding Ctrl-C and SIGTERM until the append is done
+    keeps every line whole.
     """
-    from optuna.storages.journal import JournalFileBackend
+    from filelock import FileLock
+    from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
 
     from autotune.signals import deferred_interrupts
+
+    class KernelLock(JournalFileOpenLock):  # the public lock class; its base class is private
+        def __init__(self) -> None:
+            super().__init__(str(path))
+            self._lock = FileLock(f"{path}{JOURNAL_LOCK_SUFFIX}")  # per thread: two threads exclude each other
+
+        def acquire(self) -> bool:
+            self._lock.acquire()
+            return True
+
+        def release(self) -> None:
+            self._lock.release()
 
     class InterruptSafeJournal(JournalFileBackend):
         def append_logs(self, logs: list[dict[str, Any]]) -> None:
             with deferred_interrupts():
                 super().append_logs(logs)
 
-    return InterruptSafeJournal(str(path))
+    return InterruptSafeJournal(str(path), lock_obj=KernelLock())
 
 
 def _open_database(url: str) -> Any:
