@@ -30,6 +30,25 @@ def test_the_server_measures_its_own_prior_before_the_first_request(tiny_model_d
         assert service.cost.prior is not None and service.cost.prior[1] > 0
 
 
+def test_the_prior_is_timed_on_one_text_at_the_models_length(tiny_model_dir):
+    """Start-up stays cheap on a long-context model: one text at the model's length, not a batch of them (at
+    8,192 positions a batch of four held a ModernBERT's start-up for 30 s on 2 cores)."""
+    from autotune.serve.service import CALIBRATION_ROUNDS
+
+    service = make_service(tiny_model_dir)
+    with LiveServer(service):
+        engine, seen = service.engines[0], []
+
+        class Counted:
+            def score(self, query, texts):  # type: ignore[no-untyped-def]
+                seen.append((len(texts), max(len(t.split()) for t in texts)))
+                return engine.score(query, texts)
+
+        service.calibrate(Counted())  # type: ignore[arg-type]
+    rows = min(service.settings.config.batch_size, service.settings.max_client_batch_size)
+    assert rows > 1 and seen == [(rows, 1)] * CALIBRATION_ROUNDS + [(1, service.pool.max_length)] * CALIBRATION_ROUNDS
+
+
 class _Failing(RerankService):
     """Scoring fails while `broken` is set, as a session whose memory went would."""
 
