@@ -19,7 +19,7 @@ from typing import Protocol, TypeVar
 
 from autotune.errors import ModelError
 from autotune.measure.timing import replay
-from autotune.runtime.engine import EngineConfig, OnnxPool
+from autotune.runtime.engine import EngineConfig, OnnxPool, Scoring
 from autotune.runtime.quantize import Int8Variant
 from autotune.workload.queries import Query, Workload
 
@@ -129,6 +129,21 @@ def speed_sample(workload: Workload, pairs: int = SAMPLE_PAIRS, max_chars: int =
     return Workload(out, workload.sha256)
 
 
+def _interleaved(engines: dict[str, Scoring], queries: list[Query], rounds: int) -> dict[str, list[float]]:
+    """Each engine's time over `queries`, `rounds` times, each going first in turn, after a warming pass. A
+    function of its own, so that no loop variable holds an engine (and its session) past it."""
+    for engine in engines.values():
+        replay(engine, queries[:1])  # warm: thread pools up, arenas grown
+    times: dict[str, list[float]] = {name: [] for name in engines}
+    names = list(engines)
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            clock = time.perf_counter()
+            replay(engines[name], queries)
+            times[name].append(time.perf_counter() - clock)
+    return times
+
+
 def mean_chars(workload: Workload) -> float:
     """Characters per pair, query included: how much longer a workload's pairs are than a sample's."""
     pairs = [(len(q.query), len(d)) for q in workload.queries for d in q.documents]
@@ -150,17 +165,7 @@ def int8_speed(pool: OnnxPool, workload: Workload, *, host: str, rounds: int = R
         except ModelError as exc:
             unbuilt.append((scales, str(exc)))
     pool.use_int8(previous)
-    replay(fp32, sample.queries[:1])  # warm: thread pools up, arenas grown
-    for engine in engines.values():
-        replay(engine, sample.queries[:1])
-    times: dict[str, list[float]] = {"fp32": [], **{s: [] for s in engines}}
-    names = ["fp32", *engines]
-    for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:  # each goes first in turn
-            engine = fp32 if name == "fp32" else engines[name]
-            clock = time.perf_counter()
-            replay(engine, sample.queries)
-            times[name].append(time.perf_counter() - clock)
+    times = _interleaved({"fp32": fp32, **engines}, sample.queries, rounds)
     ratios = []
     for scales in engines:
         paired = [f / i for f, i in zip(times["fp32"], times[scales], strict=True) if i > 0]

@@ -171,6 +171,7 @@ def time_plan(run: Prepared, pool: ScoringPool) -> Plan:
                   pairs=sum(len(q.documents) for q in run.workload.queries), queries=len(run.workload.queries),
                   int8="int8" in run.space.precisions and pool.model_path(REFERENCE) is not None,
                   concurrency=run.traffic.concurrency, session_s=session_s)
+    del good  # its session is freed with the others, and its heap given back
     pool.release()
     return plan_run(costs, run.settings, run.settings.trials_for(run.space))
 

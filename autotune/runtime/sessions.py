@@ -8,8 +8,8 @@ spinning, what 0 threads means, max tokens) apply to every engine the pool makes
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Sequence
+import weakref
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -39,17 +39,13 @@ class EnginePool:
     def keep_sessions(self, n: int) -> None:
         """Keep at most `n` sessions alive from now on (one, where two of a large model pass the memory budget)."""
         self.max_sessions = max(1, n)
-        while len(self._backends) > self.max_sessions:
-            self._backends.pop(next(iter(self._backends)))
-        give_back()
+        self._drop(list(self._backends)[:max(0, len(self._backends) - self.max_sessions)])
 
     def use_int8(self, variant: Int8Variant) -> None:
         """Run `variant` for every int8 configuration from now on; int8 sessions of another are dropped."""
         if variant != self.int8_variant:
             self.int8_variant = variant
-            for key in [k for k in self._backends if k[0] == "int8"]:
-                del self._backends[key]
-            gc.collect()
+            self._drop([k for k in self._backends if k[0] == "int8"])
 
     def pair_lengths(self, queries: Sequence[Pairs]) -> list[list[int]]:
         """Each pair's token count after truncation, for the memory estimate."""
@@ -96,15 +92,21 @@ class EnginePool:
         run = self.effective(config)
         key = (run.precision, run.graph, run.intra_op_threads, run.mem_arena, run.spinning)
         if key not in self._backends:
-            while self._backends and len(self._backends) >= self.max_sessions:  # each holds its own peak
-                self._backends.pop(next(iter(self._backends)))
-                give_back()
+            if self._backends and len(self._backends) >= self.max_sessions:  # each holds its own peak
+                self._drop(list(self._backends)[:len(self._backends) - self.max_sessions + 1])
             self._backends[key] = self._new_backend(config)
         return self._backends[key]
 
     def release(self) -> None:
-        """Drop every session (and its arena), so the next measurement starts from a bare process."""
-        self._backends.clear()
+        """Drop every session (and its arena), so the next measurement starts from a bare process: one that a
+        reference cycle still holds is collected."""
+        give_back([weakref.ref(self._backends.pop(key)) for key in list(self._backends)])
+
+    def _drop(self, keys: Iterable[SessionKey]) -> None:
+        """Drop these sessions and give their heap back. A session an engine still uses lives on (the search
+        holds a step's engines at once), and a full collection would free nothing of it: none runs here."""
+        for key in list(keys):
+            del self._backends[key]
         give_back()
 
     def engine(self, config: EngineConfig) -> RerankEngine:

@@ -59,6 +59,24 @@ def test_the_speed_is_measured_side_by_side_on_a_sample(setup):
     assert 0 < len(speed_sample(workload, pairs=6).queries) < len(workload.queries)
 
 
+def test_timing_leaves_no_session_alive_for_the_search(setup, monkeypatch):
+    """The three timed sessions are freed when the pool is released, before the search measures memory: a loop
+    variable once held the last one past the release."""
+    import weakref
+
+    pool, workload, _ = setup
+    made: list[weakref.ref[object]] = []
+    alive_at_release: list[int] = []
+    for name in ("engine", "engine_on"):
+        real = getattr(pool, name)
+        monkeypatch.setattr(pool, name, lambda *a, real=real: made.append(weakref.ref((e := real(*a)).backend)) or e)
+    release = pool.release
+    monkeypatch.setattr(pool, "release", lambda: alive_at_release.append(sum(r() is not None for r in made))
+                        or release())
+    int8_speed(pool, workload, host="test", rounds=1)
+    assert len(made) == 3 and alive_at_release == [1]  # the pooled fp32 session, which the release drops
+
+
 def test_per_token_judged_in_batches_gives_the_batch_one_verdict(setup):
     pool, workload, reference = setup
     pool.use_int8(Int8Variant("per-token"))
