@@ -39,7 +39,7 @@ class EnginePool:
     def keep_sessions(self, n: int) -> None:
         """Keep at most `n` sessions alive from now on (one, where two of a large model pass the memory budget)."""
         self.max_sessions = max(1, n)
-        self._drop(list(self._backends)[:max(0, len(self._backends) - self.max_sessions)])
+        self._keep_newest(self.max_sessions)
 
     def use_int8(self, variant: Int8Variant) -> None:
         """Run `variant` for every int8 configuration from now on; int8 sessions of another are dropped."""
@@ -92,8 +92,7 @@ class EnginePool:
         run = self.effective(config)
         key = (run.precision, run.graph, run.intra_op_threads, run.mem_arena, run.spinning)
         if key not in self._backends:
-            if self._backends and len(self._backends) >= self.max_sessions:  # each holds its own peak
-                self._drop(list(self._backends)[:len(self._backends) - self.max_sessions + 1])
+            self._keep_newest(self.max_sessions - 1)  # room for the new one first: each holds its own peak
             self._backends[key] = self._new_backend(config)
         return self._backends[key]
 
@@ -101,6 +100,10 @@ class EnginePool:
         """Drop every session (and its arena), so the next measurement starts from a bare process: one that a
         reference cycle still holds is collected."""
         give_back([weakref.ref(self._backends.pop(key)) for key in list(self._backends)])
+
+    def _keep_newest(self, n: int) -> None:
+        """Drop the oldest sessions until at most `n` are left."""
+        self._drop(list(self._backends)[:max(0, len(self._backends) - n)])
 
     def _drop(self, keys: Iterable[SessionKey]) -> None:
         """Drop these sessions and give their heap back. A session an engine still uses lives on (the search

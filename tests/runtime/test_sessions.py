@@ -99,11 +99,13 @@ def test_sessions_are_freed_by_their_reference_counts_without_a_full_collection(
 
 
 def test_a_session_held_in_a_cycle_is_collected_on_release(bundle, monkeypatch):
+    import weakref
+
     collections = _counted_collections(monkeypatch)
     pool = EnginePool(bundle, has_vnni=False)
     cycle: list[object] = [pool.engine(CONFIG).backend]
     cycle.append(cycle)
-    held = __import__("weakref").ref(cycle[0])
+    held = weakref.ref(cycle[0])
     del cycle
     pool.release()
     assert held() is None and collections == [1]
